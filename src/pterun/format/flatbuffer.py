@@ -1,0 +1,206 @@
+"""A small, bounds-checked flatbuffer reader.
+
+It reads tables, vectors and strings straight out of a buffer, checking every offset against the buffer's
+length, so a corrupt file raises :class:`~pterun.errors.InvalidProgramError` instead of ``struct.error`` or
+``IndexError``. Vectors of scalars come back as read-only, zero-copy NumPy views.
+
+Example::
+
+    >>> buf = open("model.pte", "rb").read()        # doctest: +SKIP
+    >>> root = Table.root(Buffer(buf, "model.pte"))  # doctest: +SKIP
+    >>> root.u32(4)                                   # Program.version  # doctest: +SKIP
+    0
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from pterun.errors import InvalidProgramError
+
+_U8 = struct.Struct("<B")
+_I8 = struct.Struct("<b")
+_U16 = struct.Struct("<H")
+_I16 = struct.Struct("<h")
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_U64 = struct.Struct("<Q")
+_I64 = struct.Struct("<q")
+_F32 = struct.Struct("<f")
+_F64 = struct.Struct("<d")
+
+
+class Buffer:
+    """Bytes plus a name for error messages; every read is bounds-checked."""
+
+    __slots__ = ("data", "size", "name", "_np", "error")
+
+    def __init__(self, data, name: str = "buffer", error: type[Exception] = InvalidProgramError):
+        self.data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+        self.size = len(self.data)
+        self.name = name
+        self.error = error
+        self._np = None
+
+    def fail(self, what: str) -> Exception:
+        return self.error(f"{self.name}: {what}")
+
+    def check(self, pos: int, length: int, what: str) -> None:
+        if pos < 0 or length < 0 or pos + length > self.size:
+            raise self.fail(f"{what} at offset {pos} (+{length} bytes) lies outside the {self.size}-byte buffer")
+
+    def unpack(self, st: struct.Struct, pos: int, what: str = "value"):
+        if pos < 0 or pos + st.size > self.size:
+            raise self.fail(f"{what} at offset {pos} lies outside the {self.size}-byte buffer")
+        return st.unpack_from(self.data, pos)[0]
+
+    def array(self) -> np.ndarray:
+        """The whole buffer as a read-only uint8 array (made once)."""
+        if self._np is None:
+            arr = np.frombuffer(self.data, dtype=np.uint8)
+            arr.flags.writeable = False
+            self._np = arr
+        return self._np
+
+
+class Table:
+    """One flatbuffer table: ``pos`` is where it starts, its vtable is read on creation."""
+
+    __slots__ = ("buf", "pos", "vt", "vt_size", "kind")
+
+    def __init__(self, buf: Buffer, pos: int, kind: str = "table"):
+        self.buf = buf
+        self.pos = pos
+        self.kind = kind
+        soff = buf.unpack(_I32, pos, f"{kind} header")
+        vt = pos - soff
+        vt_size = buf.unpack(_U16, vt, f"{kind} vtable")
+        if vt_size < 4 or vt_size % 2:
+            raise buf.fail(f"{kind} vtable at offset {vt} has invalid size {vt_size}")
+        buf.check(vt, vt_size, f"{kind} vtable")
+        table_size = buf.unpack(_U16, vt + 2, f"{kind} vtable")
+        buf.check(pos, max(table_size, 4), kind)
+        self.vt = vt
+        self.vt_size = vt_size
+
+    @classmethod
+    def root(cls, buf: Buffer, kind: str = "root table") -> "Table":
+        return cls(buf, buf.unpack(_U32, 0, "root offset"), kind)
+
+    def field(self, slot: int) -> int:
+        """Absolute position of the field at vtable slot ``slot``, or 0 when absent."""
+        if slot >= self.vt_size:
+            return 0
+        off = self.buf.unpack(_U16, self.vt + slot)
+        return self.pos + off if off else 0
+
+    def has(self, slot: int) -> bool:
+        return self.field(slot) != 0
+
+    def _scalar(self, st: struct.Struct, slot: int, default):
+        p = self.field(slot)
+        return self.buf.unpack(st, p, f"{self.kind} field {slot}") if p else default
+
+    def u8(self, slot, default=0):
+        return self._scalar(_U8, slot, default)
+
+    def i8(self, slot, default=0):
+        return self._scalar(_I8, slot, default)
+
+    def i16(self, slot, default=0):
+        return self._scalar(_I16, slot, default)
+
+    def u16(self, slot, default=0):
+        return self._scalar(_U16, slot, default)
+
+    def u32(self, slot, default=0):
+        return self._scalar(_U32, slot, default)
+
+    def i32(self, slot, default=0):
+        return self._scalar(_I32, slot, default)
+
+    def u64(self, slot, default=0):
+        return self._scalar(_U64, slot, default)
+
+    def i64(self, slot, default=0):
+        return self._scalar(_I64, slot, default)
+
+    def f32(self, slot, default=0.0):
+        return self._scalar(_F32, slot, default)
+
+    def f64(self, slot, default=0.0):
+        return self._scalar(_F64, slot, default)
+
+    def bool(self, slot, default=False):
+        return bool(self._scalar(_U8, slot, default))
+
+    def _indirect(self, slot: int) -> int:
+        p = self.field(slot)
+        if not p:
+            return 0
+        return p + self.buf.unpack(_U32, p, f"{self.kind} offset field {slot}")
+
+    def table(self, slot: int, kind: str = "table") -> "Table | None":
+        p = self._indirect(slot)
+        return Table(self.buf, p, kind) if p else None
+
+    def union(self, type_slot: int, slot: int, kind: str = "union") -> tuple[int, "Table | None"]:
+        tag = self.u8(type_slot)
+        return tag, (self.table(slot, kind) if tag else None)
+
+    def _vector(self, slot: int, elem_size: int) -> tuple[int, int]:
+        p = self._indirect(slot)
+        if not p:
+            return 0, 0
+        n = self.buf.unpack(_U32, p, f"{self.kind} vector length")
+        self.buf.check(p + 4, n * elem_size, f"{self.kind} vector of {n} elements")
+        return p + 4, n
+
+    def vector_len(self, slot: int) -> int:
+        return self._vector(slot, 0)[1]
+
+    def string(self, slot: int, default: str | None = None) -> str | None:
+        start, n = self._vector(slot, 1)
+        if not start:
+            return default
+        try:
+            return bytes(self.buf.data[start : start + n]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.buf.fail(f"{self.kind} string field {slot} is not valid UTF-8") from None
+
+    def bytes_view(self, slot: int) -> memoryview | None:
+        """A ``[ubyte]`` vector as a zero-copy memoryview, or None when absent."""
+        start, n = self._vector(slot, 1)
+        if not start:
+            return None
+        return memoryview(self.buf.data)[start : start + n]
+
+    def array(self, slot: int, dtype) -> np.ndarray:
+        """A vector of scalars as a read-only NumPy view (empty when absent)."""
+        dt = np.dtype(dtype).newbyteorder("<")
+        start, n = self._vector(slot, dt.itemsize)
+        if not start:
+            return np.zeros(0, dt)
+        return np.frombuffer(self.buf.array(), dtype=dt, count=n, offset=start)
+
+    def tables(self, slot: int, kind: str = "table") -> list["Table"]:
+        start, n = self._vector(slot, 4)
+        out = []
+        unpack = self.buf.unpack
+        for i in range(n):
+            p = start + 4 * i
+            out.append(Table(self.buf, p + unpack(_U32, p), kind))
+        return out
+
+    def strings(self, slot: int) -> list[str]:
+        start, n = self._vector(slot, 4)
+        out = []
+        for i in range(n):
+            p = start + 4 * i
+            q = p + self.buf.unpack(_U32, p)
+            m = self.buf.unpack(_U32, q, "string length")
+            self.buf.check(q + 4, m, "string")
+            out.append(bytes(self.buf.data[q + 4 : q + 4 + m]).decode("utf-8", "replace"))
+        return out

@@ -1,0 +1,140 @@
+"""The kernel registry: one table keyed by the exact operator name a program uses.
+
+A kernel is a plain function whose docstring's first line is its ATen schema. The schema tells the
+interpreter how to convert each argument (``Tensor`` -> ``np.ndarray``, ``int[]`` -> tuple of ints,
+``ScalarType?`` -> ``np.dtype`` or None, ...) and which arguments the kernel writes (those marked ``!``).
+A kernel returns the new contents of what it writes — one array, or a tuple/list in schema order — and
+the interpreter copies them into the planned output tensors (resizing dynamic ones). A kernel with no
+written arguments returns a scalar, which the interpreter stores in the instruction's return slot.
+
+Example::
+
+    >>> import numpy as np
+    >>> from pterun.kernels.registry import register, KERNELS
+    >>> @register("demo::twice.out")
+    ... def twice(self, out):
+    ...     '''twice.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)'''
+    ...     return self * 2
+    >>> KERNELS["demo::twice.out"].schema.mutable
+    (1,)
+    >>> del KERNELS["demo::twice.out"]
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Arg", "Schema", "Kernel", "KERNELS", "register", "parse_schema"]
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    name: str
+    base: str  # Tensor, int, float, bool, Scalar, ScalarType, str, MemoryFormat, Layout, Device
+    is_list: bool = False
+    optional: bool = False  # the argument itself may be None
+    elem_optional: bool = False  # Tensor?[]: list items may be None
+    mutable: bool = False
+
+    @property
+    def kind(self) -> str:
+        """A compact key for converters: e.g. 'Tensor', 'Tensor?', 'int[]', 'Tensor?[]'."""
+        base = {"SymInt": "int", "SymFloat": "float", "SymBool": "bool"}.get(self.base, self.base)
+        k = base + ("?" if self.elem_optional else "") + ("[]" if self.is_list else "")
+        return k + ("?" if self.optional else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    name: str
+    args: tuple[Arg, ...]
+    returns: str
+    mutable: tuple[int, ...]  # indices of written arguments
+
+    def __str__(self) -> str:
+        return f"{self.name}({', '.join(a.name for a in self.args)}) -> {self.returns}"
+
+
+@dataclass(frozen=True, slots=True)
+class Kernel:
+    name: str
+    fn: Callable
+    schema: Schema | None  # None for raw kernels
+    raw: bool = False
+
+
+KERNELS: dict[str, Kernel] = {}
+
+_TYPE_RE = re.compile(r"^(\w+)(?:\(\w+(!?)\))?(!?)(\?)?(\[\d*\])?(\?)?$")
+
+
+def _split_top(s: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def parse_schema(text: str) -> Schema:
+    """Parse ``name(Type arg, ..., *, Type(a!) out) -> Ret`` into a :class:`Schema`."""
+    text = text.strip()
+    open_ = text.index("(")
+    close = text.rindex(")", 0, text.index("->") if "->" in text else len(text))
+    name = text[:open_].strip()
+    returns = text[text.index("->") + 2 :].strip() if "->" in text else "()"
+    args = []
+    for part in _split_top(text[open_ + 1 : close]):
+        if part == "*":
+            continue
+        decl = part.split("=", 1)[0].strip()
+        typ, _, arg_name = decl.rpartition(" ")
+        m = _TYPE_RE.match(typ.strip())
+        if not m:
+            raise ValueError(f"cannot parse argument type {typ!r} in schema {text!r}")
+        base, ann_mut, bang, q1, lst, q2 = m.groups()
+        is_list = lst is not None
+        args.append(Arg(
+            name=arg_name,
+            base=base,
+            is_list=is_list,
+            optional=bool(q2) or (bool(q1) and not is_list),
+            elem_optional=bool(q1) and is_list,
+            mutable=bool(ann_mut) or bool(bang),
+        ))
+    mutable = tuple(i for i, a in enumerate(args) if a.mutable)
+    return Schema(name, tuple(args), returns, mutable)
+
+
+def register(name: str, *, raw: bool = False) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the kernel for operator ``name``; registering a name twice is an error.
+
+    ``raw=True`` kernels receive ``(values, arg_indices)`` — the method's live value slots — and do their own
+    argument handling; only the few operators that alias or resize tensors (``et_view``) need that.
+    """
+
+    def deco(fn: Callable) -> Callable:
+        if name in KERNELS:
+            raise RuntimeError(f"operator {name!r} is registered twice ({KERNELS[name].fn.__module__} and "
+                               f"{fn.__module__})")
+        schema = None
+        if not raw:
+            doc = (fn.__doc__ or "").strip().splitlines()
+            if not doc:
+                raise RuntimeError(f"kernel for {name!r} has no schema docstring")
+            schema = parse_schema(doc[0])
+        KERNELS[name] = Kernel(name, fn, schema, raw)
+        return fn
+
+    return deco

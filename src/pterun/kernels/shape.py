@@ -1,0 +1,196 @@
+"""Shape and layout kernels: views, permutes, expand, cat/stack/split, slice/select, copies, dim-order copies.
+
+Each returns the (possibly strided) NumPy view; the interpreter copies it into the planned output.
+
+Example::
+
+    >>> import numpy as np
+    >>> from pterun.kernels.shape import view_copy_out
+    >>> view_copy_out(np.arange(6), (2, -1), np.empty((2, 3))).shape
+    (2, 3)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.kernels._common import promote, wrap_dim, wrap_dims
+from pterun.kernels.registry import register
+
+
+@register("aten::view_copy.out")
+def view_copy_out(self, size, out):
+    """view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
+    return self.reshape(size)
+
+
+@register("aten::_unsafe_view.out")
+def unsafe_view_out(self, size, out):
+    """_unsafe_view.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
+    return self.reshape(size)
+
+
+@register("aten::permute_copy.out")
+def permute_copy_out(self, dims, out):
+    """permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)"""
+    return self.transpose(wrap_dims(dims, self.ndim))
+
+
+@register("aten::transpose_copy.int_out")
+def transpose_copy_int_out(self, dim0, dim1, out):
+    """transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> Tensor(a!)"""
+    if self.ndim == 0:
+        return self
+    return np.swapaxes(self, wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim))
+
+
+@register("aten::t_copy.out")
+def t_copy_out(self, out):
+    """t_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
+    if self.ndim > 2:
+        raise ValueError(f"t() expects a tensor with <= 2 dims, got {self.ndim}")
+    return self.T
+
+
+@register("aten::expand_copy.out")
+def expand_copy_out(self, size, implicit, out):
+    """expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) -> Tensor(a!)"""
+    lead = len(size) - self.ndim
+    if lead < 0:
+        raise ValueError(f"cannot expand shape {list(self.shape)} to fewer dims {list(size)}")
+    target = tuple(self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(size))
+    return np.broadcast_to(self, target)
+
+
+@register("aten::squeeze_copy.dim_out")
+def squeeze_copy_dim_out(self, dim, out):
+    """squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)"""
+    if self.ndim == 0:
+        return self
+    d = wrap_dim(dim, self.ndim)
+    return np.squeeze(self, d) if self.shape[d] == 1 else self
+
+
+@register("aten::squeeze_copy.dims_out")
+def squeeze_copy_dims_out(self, dim, out):
+    """squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out) -> Tensor(a!)"""
+    if self.ndim == 0:
+        return self
+    axes = tuple(d for d in wrap_dims(dim, self.ndim) if self.shape[d] == 1)
+    return np.squeeze(self, axes) if axes else self
+
+
+@register("aten::squeeze_copy.out")
+def squeeze_copy_out(self, out):
+    """squeeze_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
+    return np.squeeze(self)
+
+
+@register("aten::unsqueeze_copy.out")
+def unsqueeze_copy_out(self, dim, out):
+    """unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)"""
+    return np.expand_dims(self, wrap_dim(dim, self.ndim + 1))
+
+
+def _cat_inputs(tensors):
+    # ExecuTorch skips 1-D empty tensors (the legacy "empty placeholder" convention)
+    keep = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
+    ct = promote(*keep) if keep else tensors[0].dtype
+    return [t.astype(ct, copy=False) for t in keep], keep
+
+
+@register("aten::cat.out")
+def cat_out(tensors, dim, out):
+    """cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)"""
+    arrays, keep = _cat_inputs(tensors)
+    if not arrays:
+        return np.zeros(out.shape, out.dtype)
+    return np.concatenate(arrays, axis=wrap_dim(dim, arrays[0].ndim))
+
+
+@register("aten::stack.out")
+def stack_out(tensors, dim, out):
+    """stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)"""
+    ct = promote(*tensors)
+    return np.stack([t.astype(ct, copy=False) for t in tensors], axis=wrap_dim(dim, tensors[0].ndim + 1))
+
+
+@register("aten::split_with_sizes_copy.out")
+def split_with_sizes_copy_out(self, split_sizes, dim, out):
+    """split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out) -> ()"""
+    d = wrap_dim(dim, self.ndim)
+    if sum(split_sizes) != self.shape[d]:
+        raise ValueError(f"split sizes {list(split_sizes)} do not add up to dim {d} of size {self.shape[d]}")
+    return np.split(self, np.cumsum(split_sizes)[:-1], axis=d)
+
+
+@register("aten::split_copy.Tensor_out")
+def split_copy_tensor_out(self, split_size, dim, out):
+    """split_copy.Tensor_out(Tensor self, SymInt split_size, int dim=0, *, Tensor(a!)[] out) -> ()"""
+    d = wrap_dim(dim, self.ndim)
+    n = self.shape[d]
+    bounds = list(range(split_size, n, split_size)) if split_size > 0 else []
+    return np.split(self, bounds, axis=d)
+
+
+@register("aten::unbind_copy.int_out")
+def unbind_copy_int_out(self, dim, out):
+    """unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out) -> ()"""
+    d = wrap_dim(dim, self.ndim)
+    return [np.take(self, i, axis=d) for i in range(self.shape[d])]
+
+
+@register("aten::slice_copy.Tensor_out")
+def slice_copy_tensor_out(self, dim, start, end, step, out):
+    """slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1, *, Tensor(a!) out) -> Tensor(a!)"""
+    if step <= 0:
+        raise ValueError(f"slice step must be positive, got {step}")
+    d = wrap_dim(dim, self.ndim)
+    index = [slice(None)] * self.ndim
+    index[d] = slice(start, end, step)
+    return self[tuple(index)]
+
+
+@register("aten::select_copy.int_out")
+def select_copy_int_out(self, dim, index, out):
+    """select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out) -> Tensor(a!)"""
+    d = wrap_dim(dim, self.ndim)
+    n = self.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"index {index} is out of range for dim {d} of size {n}")
+    return np.take(self, index, axis=d)
+
+
+def _identity(name, schema):
+    def kernel(*args):
+        return args[0]
+    kernel.__doc__ = schema
+    kernel.__name__ = name
+    return kernel
+
+
+for _op, _schema in {
+    "aten::clone.out": "clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
+    "aten::alias_copy.out": "alias_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+    "aten::detach_copy.out": "detach_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+    "aten::lift_fresh_copy.out": "lift_fresh_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+    "aten::_to_copy.out": "_to_copy.out(Tensor self, *, bool non_blocking=False, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
+    "dim_order_ops::_to_dim_order_copy.out": "_to_dim_order_copy.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)",
+    "dim_order_ops::_clone_dim_order.out": "_clone_dim_order.out(Tensor self, *, bool non_blocking=False, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)",
+    "et_copy::_h2d_copy.out": "_h2d_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+    "et_copy::_d2h_copy.out": "_d2h_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
+}.items():
+    # the interpreter's write casts to out's dtype and lays data out in out's dim order
+    register(_op)(_identity(_op.split("::")[1].replace(".", "_"), _schema))
+
+
+@register("aten::copy_")
+def copy_(self, src, non_blocking):
+    """copy_(Tensor(a!) self, Tensor src, bool non_blocking=False) -> Tensor(a!)"""
+    return np.broadcast_to(src, self.shape)
+
+
+@register("aten::copy.out")
+def copy_out(self, src, non_blocking, out):
+    """copy.out(Tensor self, Tensor src, bool non_blocking=False, *, Tensor(a!) out) -> Tensor(a!)"""
+    return np.broadcast_to(src, self.shape).astype(self.dtype)

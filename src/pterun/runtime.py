@@ -1,0 +1,458 @@
+"""The public facade, shaped like ``executorch.runtime``: Runtime, Program, Method, MethodMeta, TensorInfo.
+
+Example::
+
+    >>> import numpy as np
+    >>> from pterun import Runtime
+    >>> program = Runtime.get().load_program("model.pte")                       # doctest: +SKIP
+    >>> outputs = program.load_method("forward").execute([np.ones((1, 3), np.float32)])  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import io
+import mmap
+import os
+import threading
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from pterun.delegates import BACKENDS
+from pterun.errors import InvalidArgumentError, InvalidProgramError, MethodNotFoundError
+from pterun.format import dtypes
+from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
+                                   read_program)
+from pterun.interp.method import MethodRunner
+from pterun.kernels import KERNELS
+
+__all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
+           "OperatorRegistry"]
+
+TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
+_ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
+_ENV_ET_OUTPUT = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
+
+
+class Verification(enum.IntEnum):
+    """How much of a program is checked at load: ``Minimal`` parses a method when it is first used,
+    ``InternalConsistency`` (the default) parses and validates every method up front."""
+
+    Minimal = 0
+    InternalConsistency = 1
+
+
+def _check_tensor_output(value: str, source: str) -> str:
+    v = str(value).strip().lower()
+    if v not in TENSOR_OUTPUT_CHOICES:
+        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in TENSOR_OUTPUT_CHOICES)}, "
+                         f"got {value!r}")
+    return v
+
+
+def _default_tensor_output() -> str:
+    env = os.environ.get(_ENV_OUTPUT)
+    if env:
+        return _check_tensor_output(env, _ENV_OUTPUT)
+    env = os.environ.get(_ENV_ET_OUTPUT)
+    if env:
+        v = env.strip().lower()
+        if v == "executorch":
+            return "numpy"
+        if v == "torch":
+            return "torch"
+        raise ValueError(f"{_ENV_ET_OUTPUT} must be 'executorch' or 'torch', got {env!r}")
+    return "numpy"
+
+
+def _import_torch():
+    try:
+        import torch  # noqa: PLC0415  (only behind tensor_output="torch")
+    except ImportError as e:
+        raise ImportError("tensor_output='torch' needs PyTorch, which is not installed; install torch or use "
+                          "tensor_output='numpy'") from e
+    return torch
+
+
+class BackendRegistry:
+    """Which delegate backends this runtime can run."""
+
+    @property
+    def registered_backend_names(self) -> list[str]:
+        return sorted(BACKENDS)
+
+    def is_available(self, backend_name: str) -> bool:
+        b = BACKENDS.get(backend_name)
+        return bool(b is not None and b.is_available())
+
+    def __repr__(self) -> str:
+        return f"BackendRegistry({self.registered_backend_names})"
+
+
+class OperatorRegistry:
+    """Which operators this runtime has kernels for."""
+
+    @property
+    def operator_names(self) -> set[str]:
+        return set(KERNELS)
+
+    def __repr__(self) -> str:
+        return f"OperatorRegistry({len(KERNELS)} operators)"
+
+
+class Runtime:
+    """Entry point: ``Runtime.get().load_program(path)``."""
+
+    def __init__(self, *, tensor_output: str | None = None):
+        self.backend_registry = BackendRegistry()
+        self.operator_registry = OperatorRegistry()
+        self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
+
+    @staticmethod
+    @functools.lru_cache(maxsize=1)
+    def get() -> "Runtime":
+        """The process-wide runtime."""
+        return Runtime()
+
+    def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
+                     tensor_output: str | None = None) -> "Program":
+        """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
+
+        Args:
+            data: the ``.pte`` program.
+            data_path: ``.ptd`` external data file(s), for programs whose weights live outside the ``.pte``.
+            verification: ``Verification.InternalConsistency`` validates every method now;
+                ``Verification.Minimal`` defers each method's validation to its first use.
+            tensor_output: ``"numpy"`` or ``"torch"``: what tensor outputs of this program are. Decided here,
+                once; defaults to the Runtime's setting, then ``$PTERUN_TENSOR_OUTPUT``, then
+                ``$EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), then ``"numpy"``.
+
+        Raises:
+            InvalidProgramError: the data is not a valid program.
+            TypeError: ``data`` is of an unsupported type.
+        """
+        if tensor_output is not None:
+            out = _check_tensor_output(tensor_output, "tensor_output")
+        elif self.tensor_output is not None:
+            out = self.tensor_output
+        else:
+            out = _default_tensor_output()
+        buf, name, keepalive = _open(data)
+        pf = read_program(buf, name)
+        if verification == Verification.InternalConsistency:
+            _guard(pf.verify_all)
+        if data_path is not None:
+            from pterun.errors import NotSupportedError
+            raise NotSupportedError("external data (.ptd) files are not supported yet")
+        return Program(pf, out, keepalive)
+
+
+def _guard(fn, *args):
+    import struct
+    try:
+        return fn(*args)
+    except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as e:
+        raise InvalidProgramError(f"corrupt program ({type(e).__name__}: {e})") from e
+
+
+def _open(data):
+    """(buffer, display name, object to keep alive) for anything load_program accepts."""
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        try:
+            f = open(path, "rb")
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no such program file: {str(path)!r}") from None
+        with f:
+            size = os.fstat(f.fileno()).st_size
+            if size == 0:
+                raise InvalidProgramError(f"{path}: the file is empty")
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return mm, str(path), mm
+    if isinstance(data, bytes):
+        return data, "<bytes>", data
+    if isinstance(data, (bytearray, memoryview)):
+        mv = memoryview(data).toreadonly().cast("B")
+        return mv, f"<{type(data).__name__}>", data
+    if hasattr(data, "read"):
+        raw = data.read()
+        if not isinstance(raw, (bytes, bytearray)):
+            raise TypeError(f"file-like object's read() returned {type(raw).__name__}, expected bytes")
+        return bytes(raw), getattr(data, "name", "<file>") if isinstance(getattr(data, "name", None), str) \
+            else "<file>", raw
+    raise TypeError(f"Expected data to be bytes, bytearray, a path to a .pte file, or a file-like object, "
+                    f"but got {type(data).__name__}.")
+
+
+class TensorInfo:
+    """Serialized facts about one tensor input or output (sizes are upper bounds for dynamic tensors)."""
+
+    def __init__(self, desc):
+        self._d = desc
+
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(self._d.sizes)
+
+    def dtype(self) -> int:
+        """The ExecuTorch ScalarType id (``Float`` = 6); :meth:`numpy_dtype` gives the NumPy dtype."""
+        return self._d.scalar_type
+
+    def numpy_dtype(self) -> np.dtype:
+        return self._d.dtype
+
+    def nbytes(self) -> int:
+        return self._d.nbytes
+
+    def is_memory_planned(self) -> bool:
+        return self._d.is_memory_planned
+
+    def is_dynamic(self) -> bool:
+        return self._d.dynamism != STATIC
+
+    def dim_order(self) -> tuple[int, ...]:
+        return tuple(self._d.dim_order)
+
+    def __repr__(self) -> str:
+        return (f"TensorInfo(sizes={list(self._d.sizes)}, dtype={dtypes.scalar_type_name(self._d.scalar_type)}, "
+                f"is_memory_planned={self._d.is_memory_planned}, nbytes={self._d.nbytes})")
+
+
+class MethodMeta:
+    """Inputs and outputs of one method, readable without loading it."""
+
+    def __init__(self, plan):
+        self._plan = plan
+
+    @property
+    def name(self) -> str:
+        return self._plan.name
+
+    def num_inputs(self) -> int:
+        return len(self._plan.inputs)
+
+    def num_outputs(self) -> int:
+        return len(self._plan.outputs)
+
+    def _info(self, which: str, idxs, i: int) -> TensorInfo:
+        if not 0 <= i < len(idxs):
+            raise IndexError(f"{which} index {i} is out of range: method {self.name!r} has {len(idxs)} {which}s")
+        tag, p = self._plan.values[idxs[i]]
+        if tag != TENSOR:
+            raise IndexError(f"{which} {i} of method {self.name!r} is {TAG_NAMES.get(tag)}, not a tensor")
+        return TensorInfo(p)
+
+    def input_tensor_meta(self, i: int) -> TensorInfo:
+        return self._info("input", self._plan.inputs, i)
+
+    def output_tensor_meta(self, i: int) -> TensorInfo:
+        return self._info("output", self._plan.outputs, i)
+
+    def input_tag(self, i: int) -> str:
+        """The kind of input ``i``: ``'Tensor'``, ``'Int'``, ``'Double'``, ``'Bool'``, ``'String'`` or ``'None'``."""
+        return TAG_NAMES[self._plan.values[self._plan.inputs[i]][0]]
+
+    def output_tag(self, i: int) -> str:
+        return TAG_NAMES[self._plan.values[self._plan.outputs[i]][0]]
+
+    def _describe(self, idxs) -> list[str]:
+        out = []
+        for i in idxs:
+            tag, p = self._plan.values[i]
+            out.append(repr(TensorInfo(p)) if tag == TENSOR else TAG_NAMES.get(tag, str(tag)))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"MethodMeta(name={self.name!r}, num_inputs={self.num_inputs()}, "
+                f"input_tensor_meta={self._describe(self._plan.inputs)}, num_outputs={self.num_outputs()}, "
+                f"output_tensor_meta={self._describe(self._plan.outputs)})")
+
+
+class Program:
+    """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
+
+    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any):
+        self._pf = pf
+        self._keepalive = keepalive
+        self._tensor_output = tensor_output
+        self._torch = _import_torch() if tensor_output == "torch" else None
+        self._methods: dict[str, Method] = {}
+        self._shared_arenas: dict = {}
+        self._lock = threading.Lock()
+
+    @property
+    def tensor_output(self) -> str:
+        """``"numpy"`` or ``"torch"``: fixed when the program was loaded."""
+        return self._tensor_output
+
+    @property
+    def method_names(self) -> set[str]:
+        return {h.name for h in self._pf.plan_headers}
+
+    def _plan(self, name: str):
+        idx = self._pf.plan_index(name)
+        if idx is None:
+            raise MethodNotFoundError(f"no method named {name!r} in {self._pf.name}; it has "
+                                      f"{sorted(self.method_names)}")
+        return _guard(self._pf.plan, idx)
+
+    def metadata(self, method_name: str) -> MethodMeta:
+        """MethodMeta of a method, without loading it."""
+        return MethodMeta(self._plan(method_name))
+
+    def load_method(self, name: str) -> "Method":
+        """Load (once; later calls return the same object) the method called ``name``.
+
+        Raises:
+            MethodNotFoundError: no such method (a KeyError).
+            OperatorMissingError: the method uses operators pterun has no kernel for (all listed).
+            DelegateError: the method calls a delegate backend that is not available.
+        """
+        with self._lock:
+            m = self._methods.get(name)
+            if m is None:
+                plan = self._plan(name)
+                m = self._methods[name] = Method(self, MethodRunner(self._pf, plan,
+                                                                    shared_arenas=self._shared_arenas))
+            return m
+
+    def __repr__(self) -> str:
+        return f"Program({self._pf.name!r}, methods={sorted(self.method_names)}, tensor_output={self._tensor_output!r})"
+
+
+def _to_host_array(x, i: int) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "__dlpack__"):
+        src = x.detach() if hasattr(x, "detach") else x
+        try:
+            return np.from_dlpack(src)
+        except (BufferError, TypeError, ValueError, RuntimeError):
+            pass
+        try:
+            return np.from_dlpack(src, device="cpu", copy=True)
+        except (BufferError, TypeError, ValueError, RuntimeError):
+            pass
+        if hasattr(src, "get"):  # CuPy and friends
+            return np.asarray(src.get())
+        if hasattr(src, "cpu"):
+            return np.from_dlpack(src.cpu())
+        raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack")
+    if isinstance(x, (bool, int, float, np.generic)) or x is None:
+        raise InvalidArgumentError(f"input {i}: expected a tensor (a NumPy array or DLPack/buffer object), "
+                                   f"got {type(x).__name__} {x!r}")
+    try:
+        return np.asarray(memoryview(x))
+    except TypeError:
+        pass
+    raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a buffer, "
+                               f"got {type(x).__name__}")
+
+
+class Method:
+    """One loaded method. Call :meth:`execute`; read :attr:`metadata`."""
+
+    def __init__(self, program: Program, runner: MethodRunner):
+        self._program = program
+        self._runner = runner
+        self._meta = MethodMeta(runner.plan)
+        plan = runner.plan
+        self._input_specs = [plan.values[i] for i in plan.inputs]
+        self._lock = program._lock if runner.uses_shared_arenas else runner.lock
+        torch = program._torch
+        self._wrap = (lambda a: torch.from_numpy(a)) if torch is not None else None
+
+    @property
+    def metadata(self) -> MethodMeta:
+        return self._meta
+
+    @property
+    def name(self) -> str:
+        return self._runner.name
+
+    def _check_inputs(self, inputs) -> list:
+        if isinstance(inputs, (np.ndarray, str, bytes)) or not isinstance(inputs, Sequence):
+            raise InvalidArgumentError(f"method {self.name!r}: inputs must be a list or tuple of values, got "
+                                       f"{type(inputs).__name__}")
+        specs = self._input_specs
+        if len(inputs) != len(specs):
+            raise InvalidArgumentError(f"method {self.name!r} takes {len(specs)} input(s), got {len(inputs)}")
+        out = []
+        for i, ((tag, desc), x) in enumerate(zip(specs, inputs)):
+            if tag == TENSOR:
+                arr = _to_host_array(x, i)
+                want = desc.dtype
+                if arr.dtype != want:
+                    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {arr.dtype.name} "
+                                               "(pterun never casts inputs)")
+                shape = arr.shape
+                if len(shape) != len(desc.sizes):
+                    raise InvalidArgumentError(f"input {i}: expected rank {len(desc.sizes)} with shape "
+                                               f"{list(desc.sizes)}, got shape {list(shape)}")
+                if desc.dynamism == STATIC:
+                    if shape != desc.sizes:
+                        raise InvalidArgumentError(f"input {i}: expected shape {list(desc.sizes)}, got "
+                                                   f"{list(shape)}")
+                elif any(s > b for s, b in zip(shape, desc.sizes)):
+                    raise InvalidArgumentError(f"input {i}: shape {list(shape)} exceeds the upper bound "
+                                               f"{list(desc.sizes)} of this dynamic input")
+                out.append(arr)
+            elif tag == NULL:
+                if x is not None:
+                    raise InvalidArgumentError(f"input {i}: expected None, got {type(x).__name__}")
+                out.append(None)
+            else:
+                want_t = {INT: int, DOUBLE: float, BOOL: bool, STRING: str}[tag]
+                if isinstance(x, np.generic):
+                    x = x.item()
+                ok = isinstance(x, want_t) and not (want_t is int and isinstance(x, bool))
+                if want_t is float and isinstance(x, int) and not isinstance(x, bool):
+                    ok, x = True, float(x)
+                if not ok:
+                    raise InvalidArgumentError(f"input {i}: expected {TAG_NAMES[tag]}, got {type(x).__name__}")
+                if tag == DOUBLE:
+                    same = (x == desc) or (abs(x - desc) <= 1e-4 + 1e-5 * abs(desc)) or (x != x and desc != desc)
+                else:
+                    same = x == desc
+                if not same:
+                    raise InvalidArgumentError(f"input {i}: this program was exported with {TAG_NAMES[tag]} "
+                                               f"{desc!r} baked in and only accepts that value, got {x!r}")
+                out.append(x)
+        return out
+
+    def execute(self, inputs: Sequence = ()) -> list:
+        """Run the method on ``inputs`` and return its outputs as a list.
+
+        The output contract:
+
+        * Tensor outputs are NumPy arrays the caller owns: a later call never changes them. They export
+          DLPack, so ``torch.from_dlpack``, ``cupy.from_dlpack`` and ``np.from_dlpack`` accept them.
+          Int, Double and Bool outputs are Python ``int``, ``float`` and ``bool``.
+        * Whether tensors come back as NumPy arrays or torch tensors was decided once, when the program
+          was loaded (``Program.tensor_output``); importing torch later, in any thread, changes nothing.
+          With ``"torch"``, outputs are ``torch.from_numpy`` views of the caller-owned arrays.
+        * Inputs are NumPy arrays, DLPack-exporting objects (torch tensors; device arrays are copied to
+          the host) or buffer-protocol objects, with exactly the dtype the method expects (never cast),
+          and Python scalars for Int/Double/Bool inputs. They are never modified.
+        * The call is thread-safe: concurrent calls of one method run one at a time.
+
+        Raises:
+            InvalidArgumentError: wrong number of inputs, dtype, rank or shape (names the input).
+            KernelError: a kernel failed (names the operator and instruction; the cause is chained).
+        """
+        arrays = self._check_inputs(inputs)
+        runner = self._runner
+        with self._lock:
+            runner.set_inputs(arrays)
+            runner.run()
+            outputs = runner.collect_outputs()
+        if self._wrap is not None:
+            outputs = [self._wrap(o) if isinstance(o, np.ndarray) else o for o in outputs]
+        return outputs
+
+    __call__ = execute
+
+    def __repr__(self) -> str:
+        return f"Method({self.name!r}, inputs={self._meta.num_inputs()}, outputs={self._meta.num_outputs()})"

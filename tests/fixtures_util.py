@@ -1,0 +1,59 @@
+"""Reading the recorded fixtures: ``NAME.pte`` plus ``NAME.npz`` (inputs and the reference runtime's outputs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def portable_fixture_names() -> list[str]:
+    return sorted(p.stem for p in FIXTURES.glob("*.pte") if not p.stem.startswith("xnn_"))
+
+
+def load_calls(name: str) -> list[dict]:
+    """The recorded calls, in order: ``{"method", "inputs": [...], "outputs": [...]}`` with values decoded."""
+    with np.load(FIXTURES / f"{name}.npz", allow_pickle=False) as z:
+        manifest = json.loads(str(z["__manifest__"]))
+        arrays = {k: z[k] for k in z.files if k != "__manifest__"}
+
+    def decode(v):
+        if "array" in v:
+            return arrays[v["array"]]
+        (kind, value), = v.items()
+        return {"int": int, "float": float, "bool": bool, "none": lambda _: None}[kind](value)
+
+    return [{"method": c["method"], "inputs": [decode(v) for v in c["inputs"]],
+             "outputs": [decode(v) for v in c["outputs"]]} for c in manifest]
+
+
+def assert_matches(actual, expected, where: str, rtol_scale: float = 1e-4) -> None:
+    """Shape, then dtype, then values: float outputs within ``rtol_scale`` of the output's scale,
+    everything else exact. Failures show the worst mismatches."""
+    if isinstance(expected, np.ndarray):
+        assert isinstance(actual, np.ndarray), f"{where}: expected an ndarray, got {type(actual).__name__}"
+        assert actual.shape == expected.shape, f"{where}: shape {actual.shape} != expected {expected.shape}"
+        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != expected {expected.dtype}"
+        if expected.dtype.kind == "f" or expected.dtype.kind == "V":
+            a = actual.astype(np.float64)
+            e = expected.astype(np.float64)
+            scale = max(float(np.max(np.abs(e[np.isfinite(e)]), initial=0.0)), 1e-30)
+            both_nan = np.isnan(a) & np.isnan(e)
+            same_inf = np.isinf(e) & (a == e)
+            err = np.where(both_nan | same_inf, 0.0, np.abs(a - e))
+            worst = float(np.max(err, initial=0.0)) / scale
+            if not worst <= rtol_scale:
+                order = np.argsort(err.reshape(-1))[::-1][:5]
+                rows = [(np.unravel_index(i, e.shape), e.reshape(-1)[i], a.reshape(-1)[i]) for i in order]
+                raise AssertionError(f"{where}: max error {worst:.3g} x scale {scale:.3g} > {rtol_scale}; "
+                                     f"worst (index, expected, actual): {rows}")
+        else:
+            mism = np.argwhere(actual != expected)
+            assert mism.size == 0, (f"{where}: {len(mism)} mismatches, first at {mism[:5].tolist()}: expected "
+                                    f"{[expected[tuple(i)] for i in mism[:5]]}, got {[actual[tuple(i)] for i in mism[:5]]}")
+    else:
+        assert type(actual) is type(expected), f"{where}: type {type(actual).__name__} != {type(expected).__name__}"
+        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
