@@ -305,7 +305,12 @@ class MethodRunner:
                 np.copyto(t.array, x, casting="no")
 
     def run(self) -> None:
-        values = self.values
+        # NumPy's floating-point warnings (overflow to inf, 0/0) are part of the numbers, not errors;
+        # the library never writes to stderr on its own
+        with np.errstate(all="ignore"):
+            self._run()
+
+    def _run(self) -> None:
         for jumps, steps, info in self.chains:
             pc = 0
             try:
