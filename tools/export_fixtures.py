@@ -85,6 +85,9 @@ class Fixture:
     constant_methods: Optional[Dict[str, Any]] = None
     # buffer-name patterns whose initial value is serialized (et_init_buffer)
     init_buffers: List[str] = field(default_factory=list)
+    # MemoryPlanningPass options: False leaves graph inputs / outputs unplanned (caller-provided memory)
+    plan_inputs: bool = True
+    plan_outputs: bool = True
 
 
 FIXTURES: Dict[str, Callable[[], Fixture]] = {}
@@ -588,6 +591,59 @@ def make_ops_misc() -> Fixture:
 
 
 # --------------------------------------------------------------------------------------
+# 12. unplanned_io: inputs and outputs left out of the memory plan
+# --------------------------------------------------------------------------------------
+
+
+class AddMul(nn.Module):
+    def forward(self, x, y):
+        z = x + y
+        return z * y, z.sum()
+
+
+@fixture("unplanned_io")
+def make_unplanned_io() -> Fixture:
+    seeded(12)
+    model = AddMul().eval()
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
+    return Fixture(
+        description="x + y then (z * y, z.sum()) with MemoryPlanningPass(alloc_graph_input=False, "
+        "alloc_graph_output=False): the runtime must provide memory for inputs and outputs itself",
+        methods={"forward": MethodSpec(model, (x, y))},
+        calls=[("forward", [x, y]), ("forward", [torch.randn(3, 5), torch.randn(3, 5)])],
+        plan_inputs=False,
+        plan_outputs=False,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# 13. channels_last: an input and an output in dim order [0, 2, 3, 1]
+# --------------------------------------------------------------------------------------
+
+
+class ChannelsLastNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+
+    def forward(self, x):
+        y = torch.nn.functional.interpolate(x, scale_factor=2.0, mode="nearest")
+        return self.conv(y)
+
+
+@fixture("channels_last")
+def make_channels_last() -> Fixture:
+    seeded(13)
+    model = ChannelsLastNet().eval().to(memory_format=torch.channels_last)
+    x = torch.randn(1, 2, 3, 4).to(memory_format=torch.channels_last)
+    return Fixture(
+        description="nearest upsample x2 and a conv on a channels-last input (dim order [0, 2, 3, 1])",
+        methods={"forward": MethodSpec(model, (x,))},
+        calls=[("forward", [x])],
+    )
+
+
+# --------------------------------------------------------------------------------------
 # Demo model shipped inside the package
 # --------------------------------------------------------------------------------------
 
@@ -642,7 +698,14 @@ def export_program(fx: Fixture):
         from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
         passes.append(InitializedMutableBufferPass(fx.init_buffers))
-    return edge.to_executorch(ExecutorchBackendConfig(passes=passes))
+    config = {}
+    if not (fx.plan_inputs and fx.plan_outputs):
+        from executorch.exir.passes import MemoryPlanningPass
+
+        config["memory_planning_pass"] = MemoryPlanningPass(
+            alloc_graph_input=fx.plan_inputs, alloc_graph_output=fx.plan_outputs
+        )
+    return edge.to_executorch(ExecutorchBackendConfig(passes=passes, **config))
 
 
 def program_operators(et_prog) -> List[str]:
