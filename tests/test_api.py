@@ -16,9 +16,10 @@ MLP = FIXTURES / "mlp.pte"
 
 def test_public_names_are_exactly_the_curated_ones():
     assert set(pterun.__all__) == {
-        "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "PterunError",
-        "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "OperatorMissingError",
-        "NotSupportedError", "DelegateError", "KernelError", "__version__"}
+        "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram",
+        "VerificationResult", "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError",
+        "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError",
+        "__version__"}
     for name in pterun.__all__:
         assert hasattr(pterun, name)
 

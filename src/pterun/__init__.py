@@ -9,13 +9,15 @@ Example::
 """
 
 from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, KernelError,
-                           MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError)
+                           MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError, VerificationError)
+from pterun.bundled import BundledProgram, VerificationResult
 from pterun.runtime import Method, MethodMeta, Program, Runtime, TensorInfo, Verification
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification",
+    "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram",
+    "VerificationResult",
     "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "OperatorMissingError",
-    "NotSupportedError", "DelegateError", "KernelError", "__version__",
+    "NotSupportedError", "DelegateError", "KernelError", "VerificationError", "__version__",
 ]

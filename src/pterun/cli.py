@@ -71,7 +71,7 @@ def _load_inputs(paths: list[str]) -> list:
 
 
 def cmd_run(args) -> int:
-    program = pterun.Runtime.get().load_program(args.file)
+    program = pterun.Runtime.get().load_program(args.file, data_path=args.data_path or None)
     method_name = args.method
     if method_name is None:
         names = sorted(program.method_names)
@@ -101,7 +101,7 @@ def cmd_run(args) -> int:
 
 def cmd_inspect(args) -> int:
     from pterun.inspect import describe, format_text
-    info = describe(args.file)
+    info = describe(args.file, data_path=args.data_path or None)
     print(json.dumps(info, indent=2) if args.json else format_text(info))
     return 0
 
@@ -152,6 +152,29 @@ def cmd_ops(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    bp = pterun.Runtime.get().load_bundled_program(args.file, data_path=args.data_path or None)
+    results = bp.check_all(rtol=args.rtol, atol=args.atol)
+    if not results:
+        print(f"{args.file}: no test cases")
+        return 1
+    rows = [("method", "case", "result", "worst output", "max abs error", "max rel error")]
+    for r in results:
+        w = r.worst
+        rows.append((r.method, str(r.case), "pass" if r.passed else "FAIL", str(w.index) if w else "-",
+                     f"{w.max_abs_error:.3g}" if w else "-", f"{w.max_rel_error:.3g}" if w else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed}/{len(results)} test cases passed (rtol={args.rtol}, atol={args.atol})")
+    for r in results:
+        for c in r.checks:
+            if c.detail:
+                print(f"  {r.method} case {r.case} output {c.index}: {c.detail}")
+    return 1 if failed else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pterun", description="Run ExecuTorch .pte programs with NumPy only.")
     p.add_argument("--version", action="version", version=f"pterun {pterun.__version__}")
@@ -165,16 +188,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a .npy (one input) or .npz (inputs in file order); repeat for several")
     r.add_argument("--output", metavar="OUT.npz", help="save outputs as out0, out1, ...")
     r.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    r.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
+                   help="external data file(s) holding the program's weights")
     r.set_defaults(fn=cmd_run)
 
     i = sub.add_parser("inspect", help="show methods, inputs/outputs, operators, delegates and memory")
     i.add_argument("file", help="the .pte program")
     i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
+                   help="external data file(s), to run constant methods that need them")
     i.set_defaults(fn=cmd_inspect)
 
     d = sub.add_parser("demo", help="run the small model shipped with pterun and check it against ExecuTorch")
     d.add_argument("--repeat", type=int, default=20, help="timed calls after the first (default 20)")
     d.set_defaults(fn=cmd_demo)
+
+    v = sub.add_parser("verify", help="run every test case of a bundled program (.bpte) and check its outputs")
+    v.add_argument("file", help="the .bpte bundled program")
+    v.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
+                   help="external data file(s) for the embedded program")
+    v.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, as ExecuTorch)")
+    v.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8, as ExecuTorch)")
+    v.set_defaults(fn=cmd_verify)
 
     o = sub.add_parser("ops", help="list registered operators, or check a program's operators")
     o.add_argument("file", nargs="?", help="a .pte program to check")

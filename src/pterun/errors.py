@@ -10,7 +10,8 @@ built-in exception a Python user would reach for first, so ``except ValueError``
     ├── OperatorMissingError (NotImplementedError) load_method: lists every missing operator at once
     ├── NotSupportedError (NotImplementedError)    a valid program using a feature pterun lacks (says which)
     ├── DelegateError                              delegate payload invalid or backend unavailable
-    └── KernelError (RuntimeError)                 a kernel failed: operator, instruction index, input shapes
+    ├── KernelError (RuntimeError)                 a kernel failed: operator, instruction index, input shapes
+    └── VerificationError (AssertionError)         a bundled program's outputs differ from its expected outputs
 
 Example::
 
@@ -30,6 +31,7 @@ __all__ = [
     "NotSupportedError",
     "DelegateError",
     "KernelError",
+    "VerificationError",
 ]
 
 
@@ -79,3 +81,7 @@ class KernelError(PterunError, RuntimeError):
         self.operator = operator
         self.instruction = instruction
         super().__init__(message)
+
+
+class VerificationError(PterunError, AssertionError):
+    """A bundled program's method produced outputs that differ from the expected ones it carries."""

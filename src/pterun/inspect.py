@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections import Counter
 
 from pterun.format import dtypes
-from pterun.format.program import (DELEGATE_CALL, DYNAMISM_NAMES, KERNEL_CALL, TAG_NAMES, TENSOR, Plan)
+from pterun.format.program import (DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, Plan)
+from pterun.format.ptd import read_ptd
 from pterun.runtime import Program, Runtime
 
 __all__ = ["describe"]
@@ -43,9 +44,41 @@ def _is_constant_method(plan: Plan) -> bool:
     return not plan.inputs and all(not c for c in plan.chains)
 
 
-def describe(source, *, program: Program | None = None) -> dict:
-    """Everything ``pterun inspect`` shows, for a path/bytes (or an already loaded ``program``)."""
-    prog = program if program is not None else Runtime.get().load_program(source)
+def _identifier(source) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source[4:8])
+    with open(source, "rb") as f:
+        return f.read(8)[4:8]
+
+
+def describe_ptd(source) -> dict:
+    """Keys of a ``.ptd`` external-data file with dtype, shape and size."""
+    from pterun.runtime import _open
+    buf, name, _keep = _open(source, what="external data file")
+    ptd = read_ptd(buf, name)
+    entries = []
+    for key in sorted(ptd.keys()):
+        layout = ptd.layout(key)
+        e = {"key": key, "bytes": int(ptd.data(key).size)}
+        if layout is not None:
+            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), shape=list(layout.sizes),
+                     dim_order=list(layout.dim_order))
+        entries.append(e)
+    return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}
+
+
+def describe(source, *, program: Program | None = None, data_path=None) -> dict:
+    """Everything ``pterun inspect`` shows: for a ``.pte`` path/bytes (or an already loaded ``program``), a
+    ``.ptd`` file (its keys), or a ``.bpte`` bundled program (its embedded program and test cases)."""
+    bundled = None
+    if program is None:
+        ident = _identifier(source)
+        if ident == b"FT01":
+            return describe_ptd(source)
+        if ident == b"BP08":
+            bundled = Runtime.get().load_bundled_program(source, data_path=data_path)
+            program = bundled.program
+    prog = program if program is not None else Runtime.get().load_program(source, data_path=data_path)
     pf = prog._pf
     methods = []
     for h in pf.plan_headers:
@@ -65,12 +98,16 @@ def describe(source, *, program: Program | None = None) -> dict:
                            "compile_specs": [k for k, _ in d.compile_specs]} for d in plan.delegates],
             "memory_planned_buffers": list(plan.buffer_sizes[1:]),
         }
+        external = sorted({p.fqn for tag, p in plan.values if tag == TENSOR and p.location == EXTERNAL and p.fqn})
+        if external:
+            m["external_tensors"] = external
         if _is_constant_method(plan):
             m["constant_values"] = [v if not hasattr(v, "tolist") else v.tolist()
                                     for v in prog.load_method(plan.name).execute([])]
         methods.append(m)
-    return {
+    info = {
         "file": pf.name,
+        "kind": "program (.pte)",
         "file_bytes": pf.size,
         "program_bytes": pf.program_size,
         "version": pf.version,
@@ -84,6 +121,10 @@ def describe(source, *, program: Program | None = None) -> dict:
                       "backends_missing": sorted({d["backend"] for m in methods for d in m["delegates"]}
                                                  - set(Runtime.get().backend_registry.registered_backend_names))},
     }
+    if bundled is not None:
+        info["kind"] = "bundled program (.bpte)"
+        info["test_cases"] = {m: len(bundled.test_cases(m)) for m in sorted(bundled.method_names)}
+    return info
 
 
 def prog_operator_names() -> set[str]:
@@ -92,6 +133,13 @@ def prog_operator_names() -> set[str]:
 
 def format_text(info: dict) -> str:
     """A human-readable rendering of :func:`describe`'s result."""
+    if "keys" in info:  # a .ptd
+        lines = [f"{info['file']}: external data, {len(info['keys'])} key(s), {info['file_bytes']} bytes"]
+        width = max((len(e["key"]) for e in info["keys"]), default=0)
+        for e in info["keys"]:
+            shape = f"{e['dtype']}{e['shape']}" if "dtype" in e else "(no tensor layout)"
+            lines.append(f"  {e['key']:<{width}}  {shape}  {e['bytes']} bytes")
+        return "\n".join(lines)
     lines = [f"{info['file']}: {info['file_bytes']} bytes, {len(info['methods'])} method(s), "
              f"{len(info['segments'])} segment(s), {info['constant_tensors']} constant tensor(s)"]
 
@@ -109,6 +157,8 @@ def format_text(info: dict) -> str:
         for kind in ("inputs", "outputs"):
             for i, v in enumerate(m[kind]):
                 lines.append(f"  {kind[:-1]} {i}: {tensor_line(v)}")
+        if m.get("external_tensors"):
+            lines.append(f"  external tensors ({len(m['external_tensors'])}): {', '.join(m['external_tensors'])}")
         if "constant_values" in m:
             lines.append(f"  constant values: {m['constant_values']}")
         if m["operators"]:
@@ -118,6 +168,9 @@ def format_text(info: dict) -> str:
                 lines.append(f"    {op:<{width}}  x{n}")
         for d in m["delegates"]:
             lines.append(f"  delegate {d['backend']}: {d['calls']} call(s), {d['payload_bytes']} payload bytes")
+    if info.get("test_cases"):
+        lines.append("")
+        lines.append("bundled test cases: " + ", ".join(f"{m} x{n}" for m, n in info["test_cases"].items()))
     if info["named_data_keys"]:
         lines.append("")
         lines.append(f"named data: {len(info['named_data_keys'])} key(s)")

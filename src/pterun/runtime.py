@@ -26,6 +26,7 @@ from pterun.errors import InvalidArgumentError, InvalidProgramError, MethodNotFo
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
+from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
 
@@ -123,7 +124,8 @@ class Runtime:
 
         Args:
             data: the ``.pte`` program.
-            data_path: ``.ptd`` external data file(s), for programs whose weights live outside the ``.pte``.
+            data_path: ``.ptd`` external-data file(s) — a path or bytes, or a list of them — for programs whose
+                weights live outside the ``.pte``. Memory-mapped like the program; nothing is copied.
             verification: ``Verification.InternalConsistency`` validates every method now;
                 ``Verification.Minimal`` defers each method's validation to its first use.
             tensor_output: ``"numpy"`` or ``"torch"``: what tensor outputs of this program are. Decided here,
@@ -144,10 +146,28 @@ class Runtime:
         pf = read_program(buf, name)
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all)
-        if data_path is not None:
-            from pterun.errors import NotSupportedError
-            raise NotSupportedError("external data (.ptd) files are not supported yet")
-        return Program(pf, out, keepalive)
+        external = _open_data_files(data_path)
+        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
+
+
+    def load_bundled_program(self, data, *, data_path=None,
+                             verification: Verification = Verification.InternalConsistency,
+                             tensor_output: str | None = None):
+        """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
+
+        Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
+        ``.verify(method, testset_idx)`` runs a test case and checks its outputs.
+        """
+        from pterun.bundled import BundledProgram
+        from pterun.format.bundled import read_bundled
+
+        buf, name, keepalive = _open(data, what="bundled program")
+        bf = read_bundled(buf, name)
+        program = self.load_program(bf.program, data_path=data_path, verification=verification,
+                                    tensor_output=tensor_output)
+        program._pf.name = f"{name} (embedded program)"
+        program._keepalive = (program._keepalive, keepalive)
+        return BundledProgram(bf, program)
 
 
 def _guard(fn, *args):
@@ -158,14 +178,31 @@ def _guard(fn, *args):
         raise InvalidProgramError(f"corrupt program ({type(e).__name__}: {e})") from e
 
 
-def _open(data):
+def _open_data_files(data_path) -> list:
+    """[(PtdFile, keepalive)] for ``data_path``: None, one path/bytes, or a list of them."""
+    if data_path is None:
+        return []
+    items = list(data_path) if isinstance(data_path, (list, tuple)) else [data_path]
+    out, seen = [], {}
+    for item in items:
+        buf, name, keep = _open(item, what="external data file")
+        ptd = _guard(read_ptd, buf, name)
+        for key in ptd.keys():
+            if key in seen:
+                raise InvalidProgramError(f"named data key {key!r} is in both {seen[key]} and {name}")
+            seen[key] = name
+        out.append((ptd, keep))
+    return out
+
+
+def _open(data, what: str = "program file"):
     """(buffer, display name, object to keep alive) for anything load_program accepts."""
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         try:
             f = open(path, "rb")
         except FileNotFoundError:
-            raise FileNotFoundError(f"no such program file: {str(path)!r}") from None
+            raise FileNotFoundError(f"no such {what}: {str(path)!r}") from None
         with f:
             size = os.fstat(f.fileno()).st_size
             if size == 0:
@@ -273,8 +310,9 @@ class MethodMeta:
 class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
-    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any):
+    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = ()):
         self._pf = pf
+        self._external = external
         self._keepalive = keepalive
         self._tensor_output = tensor_output
         self._torch = _import_torch() if tensor_output == "torch" else None
@@ -314,8 +352,8 @@ class Program:
             m = self._methods.get(name)
             if m is None:
                 plan = self._plan(name)
-                m = self._methods[name] = Method(self, MethodRunner(self._pf, plan,
-                                                                    shared_arenas=self._shared_arenas))
+                m = self._methods[name] = Method(self, MethodRunner(self._pf, plan, shared_arenas=self._shared_arenas,
+                                                                    external=self._external))
             return m
 
     def __repr__(self) -> str:

@@ -50,12 +50,12 @@ _EMPTY = np.zeros(0, np.uint8)
 class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external_data=None):
+    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = ()):
         self.pf = pf
         self.plan = plan
         self.name = plan.name
         self.where = f"{pf.name}: method {plan.name!r}"
-        self._external = external_data
+        self._external = external  # PtdFile objects from data_path, searched before the program's named data
         self._check_supported()
         self.arenas = self._make_arenas(shared_arenas)
         self.tags = [tag for tag, _ in plan.values]
@@ -63,6 +63,8 @@ class MethodRunner:
         self.inputs = plan.inputs
         self.outputs = plan.outputs
         self.uses_shared_arenas = len(plan.buffer_sizes) > 2
+        if plan.delegates and self._external:
+            self._check_named_data_unique()
         self.executors = [self._init_delegate(i, d) for i, d in enumerate(plan.delegates)]
         self.volatile = self._find_volatile()
         self.binder = Binder(self.values, self.tags, self.volatile, self.where)
@@ -116,8 +118,13 @@ class MethodRunner:
     def _make_tensor(self, i: int, d: TensorDesc) -> Tensor:
         dtype = d.dtype
         nbytes = d.nbytes
-        if d.location == EXTERNAL and d.fqn is not None and d.memory_id is None:
-            storage = self._external_tensor(i, d)
+        if d.location == EXTERNAL and d.fqn is not None:
+            data = self._external_tensor(i, d)
+            if d.memory_id is None:
+                storage = data
+            else:  # external initial state of a planned (mutable) tensor: copied in once
+                storage = self.arenas[d.memory_id][d.memory_offset : d.memory_offset + nbytes]
+                storage[:] = data
         elif d.data_buffer_idx > 0 and d.memory_id is None:
             storage = self.pf.constant_data(d)
         elif d.memory_id is not None:
@@ -132,10 +139,28 @@ class MethodRunner:
         return Tensor(dtype, d.sizes, d.dim_order, storage, dynamic=d.dynamism != STATIC)
 
     def _external_tensor(self, i: int, d: TensorDesc) -> np.ndarray:
-        if self._external is None:
-            raise NotSupportedError(f"{self.where}: tensor {d.fqn!r} is stored in external data (.ptd); "
-                                    "load the program with data_path=")
-        return self._external(d)
+        if not self._external:
+            raise MethodNotFoundError(f"{self.where}: tensor {d.fqn!r} is stored in external data (.ptd), but no "
+                                      "data_path was given to load_program")
+        for ptd in self._external:
+            if d.fqn in ptd:
+                layout = ptd.layout(d.fqn)
+                if layout is not None:
+                    want = (d.scalar_type, tuple(d.sizes), tuple(d.dim_order))
+                    got = (layout.scalar_type, layout.sizes, layout.dim_order or tuple(range(len(layout.sizes))))
+                    if want != got:
+                        raise InvalidProgramError(
+                            f"{self.where}: external tensor {d.fqn!r} in {ptd.name} has dtype "
+                            f"{dtypes.scalar_type_name(got[0])}, sizes {list(got[1])}, dim order {list(got[2])}; "
+                            f"the program expects {dtypes.scalar_type_name(want[0])}, sizes {list(want[1])}, "
+                            f"dim order {list(want[2])}")
+                data = ptd.data(d.fqn)
+                if len(data) < d.nbytes:
+                    raise InvalidProgramError(f"{self.where}: external tensor {d.fqn!r} in {ptd.name} has "
+                                              f"{len(data)} bytes, the program needs {d.nbytes}")
+                return data[: d.nbytes]
+        raise MethodNotFoundError(f"{self.where}: external tensor {d.fqn!r} is not in "
+                                  f"{', '.join(p.name for p in self._external)}")
 
     def _init_delegate(self, i: int, d):
         backend = BACKENDS.get(d.backend_id)
@@ -152,10 +177,21 @@ class MethodRunner:
             raise DelegateError(f"{self.where}: backend {d.backend_id!r} failed to initialise delegate {i}: "
                                 f"{type(e).__name__}: {e}") from e
 
+    def _check_named_data_unique(self) -> None:
+        for ptd in self._external:
+            dup = sorted(set(ptd.keys()) & set(self.pf.named_data))
+            if dup:
+                raise InvalidProgramError(f"{self.where}: named data key {dup[0]!r} is in both {ptd.name} and the "
+                                          "program; ExecuTorch rejects duplicate keys")
+
     def _named_data(self, key: str) -> np.ndarray:
+        for ptd in self._external:
+            if key in ptd:
+                return ptd.data(key)
         if key in self.pf.named_data:
             return self.pf.named(key)
-        raise MethodNotFoundError(f"{self.where}: no named data with key {key!r}")
+        where = ", ".join([p.name for p in self._external] + [self.pf.name])
+        raise MethodNotFoundError(f"{self.where}: no named data with key {key!r} in {where}")
 
     def _find_volatile(self) -> set[int]:
         """Slots whose content or tensor view can change during a run."""
