@@ -89,6 +89,11 @@ class MethodRunner:
                    if k == KERNEL_CALL and self.plan.operators[a] not in KERNELS]
         if missing:
             raise OperatorMissingError(self.name, missing)
+        unsupported = sorted({self.plan.operators[a] for c in self.plan.chains for (k, a, _) in c
+                              if k == KERNEL_CALL and hasattr(KERNELS[self.plan.operators[a]].fn, "not_supported")})
+        if unsupported:
+            reasons = "; ".join(f"{op}: {KERNELS[op].fn.not_supported}" for op in unsupported)
+            raise NotSupportedError(f"{self.where}: uses operator(s) pterun deliberately does not support: {reasons}")
 
     def _make_arenas(self, shared: dict) -> list:
         sizes = self.plan.buffer_sizes
