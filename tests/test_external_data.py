@@ -1,0 +1,108 @@
+"""External weights in .ptd files: data_path, layout checks, and every error path."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures_util import FIXTURES, assert_matches, load_calls
+from pterun import InvalidProgramError, MethodNotFoundError, Runtime
+from pterun.cli import main
+
+PTE = FIXTURES / "ext_mlp.pte"
+PTD = FIXTURES / "ext_mlp.ptd"
+
+
+@pytest.mark.parametrize("kind", ["path", "str", "list", "bytes"])
+def test_runs_with_external_weights(kind):
+    data_path = {"path": PTD, "str": str(PTD), "list": [PTD], "bytes": PTD.read_bytes()}[kind]
+    call = load_calls("ext_mlp")[0]
+    out = Runtime.get().load_program(PTE, data_path=data_path).load_method("forward").execute(call["inputs"])
+    assert_matches(out[0], call["outputs"][0], "ext_mlp")
+
+
+def test_external_weights_are_not_copied():
+    program = Runtime.get().load_program(PTE, data_path=PTD)
+    m = program.load_method("forward")
+    ptd = program._external[0]
+    weights = [v.array for v in m._runner.values if hasattr(v, "array") and not v.array.flags.writeable]
+    assert weights, "external constants should be read-only views"
+    mapped = ptd.buf.array()
+    assert all(np.shares_memory(w, mapped) for w in weights)
+
+
+def test_missing_data_path_names_the_tensor():
+    program = Runtime.get().load_program(PTE)
+    with pytest.raises(MethodNotFoundError, match="tensor 'fc1.weight' is stored in external data \\(.ptd\\), but no "
+                                                  "data_path was given to load_program"):
+        program.load_method("forward")
+
+
+def test_missing_ptd_file():
+    with pytest.raises(FileNotFoundError, match="no such external data file"):
+        Runtime.get().load_program(PTE, data_path=FIXTURES / "nope.ptd")
+
+
+def test_missing_key_names_it_and_the_files_searched():
+    other = FIXTURES / "xnn_ext_mlp.ptd"
+    program = Runtime.get().load_program(PTE, data_path=other)
+    with pytest.raises(MethodNotFoundError, match=f"external tensor 'fc1.weight' is not in {other}"):
+        program.load_method("forward")
+
+
+def test_wrong_shape_in_ptd():
+    program = Runtime.get().load_program(PTE, data_path=FIXTURES / "ext_mlp_wrong.ptd")
+    with pytest.raises(InvalidProgramError, match=r"external tensor 'fc1.weight' in .*ext_mlp_wrong.ptd has dtype "
+                                                  r"Float, sizes \[17, 8\], dim order \[0, 1\]; the program expects "
+                                                  r"Float, sizes \[16, 8\], dim order \[0, 1\]"):
+        program.load_method("forward")
+
+
+def test_wrong_dtype_in_ptd():
+    data = bytearray(PTD.read_bytes())
+    from pterun.format.ptd import read_ptd
+    ptd = read_ptd(bytes(data), "x")
+    # flip the scalar type byte of one layout from Float (6) to Double (7): find it through the parsed table
+    from pterun.format.flatbuffer import Table
+    root = Table.root(ptd.buf)
+    for nd in root.tables(8):
+        if nd.string(4) == "fc2.bias":
+            pos = nd.table(8).field(4)
+            assert data[pos] == 6
+            data[pos] = 7
+    program = Runtime.get().load_program(PTE, data_path=bytes(data))
+    with pytest.raises(InvalidProgramError, match="external tensor 'fc2.bias' in <bytes> has dtype Double"):
+        program.load_method("forward")
+
+
+def test_duplicate_keys_across_ptd_files():
+    with pytest.raises(InvalidProgramError, match="named data key '.*' is in both"):
+        Runtime.get().load_program(PTE, data_path=[PTD, PTD])
+
+
+def test_a_pte_passed_as_data_path():
+    with pytest.raises(InvalidProgramError, match=r"expected identifier 'FT01' .* \(this is a \.pte program, not "
+                                                  r"external data\)"):
+        Runtime.get().load_program(PTE, data_path=PTE)
+
+
+def test_truncated_ptd():
+    with pytest.raises(InvalidProgramError):
+        Runtime.get().load_program(PTE, data_path=PTD.read_bytes()[:100])
+
+
+def test_inspect_ptd_lists_keys(capsys):
+    assert main(["inspect", str(PTD)]) == 0
+    out = capsys.readouterr().out
+    assert "external data, 4 key(s)" in out
+    assert "fc1.weight  Float[16, 8]  512 bytes" in out
+
+
+def test_inspect_pte_shows_external_references(capsys):
+    assert main(["inspect", str(PTE)]) == 0
+    assert "external tensors (4): fc1.bias, fc1.weight, fc2.bias, fc2.weight" in capsys.readouterr().out
+
+
+def test_cli_run_with_data_path(capsys):
+    assert main(["run", str(PTE), "--data-path", str(PTD)]) == 0
+    assert "output 0: float32[2, 4]" in capsys.readouterr().out
