@@ -11,7 +11,8 @@ from pterun import Runtime
 
 @pytest.mark.parametrize("name", portable_fixture_names())
 def test_fixture_matches_reference(name):
-    program = Runtime.get().load_program(FIXTURES / f"{name}.pte")
+    ptd = FIXTURES / f"{name}.ptd"  # programs exported with external weights carry them next to the .pte
+    program = Runtime.get().load_program(FIXTURES / f"{name}.pte", data_path=ptd if ptd.exists() else None)
     calls = load_calls(name)
     assert calls, f"{name} records no calls"
     for k, call in enumerate(calls):
