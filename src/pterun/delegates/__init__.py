@@ -59,12 +59,4 @@ def register_backend(backend: Backend) -> Backend:
     return backend
 
 
-def _load_builtin() -> None:
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("pterun.delegates.xnnpack") is not None:
-        importlib.import_module("pterun.delegates.xnnpack")  # registers XnnpackBackend
-
-
-_load_builtin()
+from pterun.delegates import xnnpack  # noqa: E402,F401  (registers XnnpackBackend)

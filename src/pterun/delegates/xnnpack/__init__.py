@@ -1,0 +1,50 @@
+"""The XNNPACK delegate, run with NumPy: reads the payload, compiles it once, executes per DelegateCall.
+
+``XnnpackBackend.init`` parses the blob (:mod:`.payload`), then builds a plan of NumPy steps
+(:mod:`.compile`, :mod:`.nodes`, :mod:`.gemm`, kernels in :mod:`.ops`, quantization in :mod:`.quant`).
+The plan's ``execute(args)`` takes the DelegateCall's arguments — the delegate's inputs, then its outputs,
+as runtime tensors — reads the inputs and writes (and resizes) the outputs.
+
+Example::
+
+    >>> from pterun.delegates import BACKENDS
+    >>> BACKENDS["XnnpackBackend"].is_available()
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.delegates import DelegateContext, register_backend
+from pterun.delegates.xnnpack.compile import Plan, compile_graph
+from pterun.delegates.xnnpack.payload import read_graph
+from pterun.errors import DelegateError, PterunError
+
+__all__ = ["Plan", "XnnpackBackend", "load"]
+
+
+def load(blob: np.ndarray, named_data) -> Plan:
+    """Parse and compile one payload; ``named_data(key)`` returns the bytes of a named-data entry."""
+    graph = read_graph(np.asarray(blob, dtype=np.uint8), named_data)
+    try:
+        return compile_graph(graph)
+    except PterunError:
+        raise
+    except (ValueError, IndexError, KeyError, TypeError, OverflowError) as e:  # an inconsistent graph
+        raise DelegateError(f"XNNPACK payload: cannot compile the graph ({type(e).__name__}: {e})") from e
+
+
+class XnnpackBackend:
+    """Backend ``"XnnpackBackend"``: compile specs are ignored, as the XNNPACK runtime ignores them."""
+
+    name = "XnnpackBackend"
+
+    def is_available(self) -> bool:
+        return True
+
+    def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext) -> Plan:
+        return load(blob, ctx.named_data)
+
+
+register_backend(XnnpackBackend())

@@ -1,0 +1,199 @@
+"""Builders for the GEMM-shaped nodes: fully connected, convolution, depthwise and transposed convolution.
+
+Weights are decoded, dequantized or kept as integers, and packed once here. Static int8 nodes (qint8
+input and output with qcint8/qint8 weights and an int32 bias) take the *integer* path: the kernel runs on
+``x - zero_point`` with integer-valued float32 weights, the int32 bias is added to the accumulator, and
+the result is requantized per output channel with ``input_scale * weight_scale / output_scale``, as
+XNNPACK's fp32 requantization does. Everything else (fp32, fp16, bf16 and dynamically quantized inputs
+with qcint8 / qcint4 / qbint4 weights) takes the *real* path on dequantized float32 weights.
+
+Example::
+
+    >>> from pterun.delegates.xnnpack.nodes import BUILDERS, NAMES
+    >>> NAMES["FullyConnected"] in BUILDERS
+    True
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.delegates.xnnpack import ops
+from pterun.delegates.xnnpack import payload as P
+from pterun.delegates.xnnpack import quant as Q
+from pterun.delegates.xnnpack.compile import Compiler
+from pterun.delegates.xnnpack.nodes import builds, chain
+
+F32 = np.float32
+
+
+def integer_path(c: Compiler, x_id: int, w_id: int, o_id: int) -> bool:
+    rx, ro, wv = c.rep(x_id), c.rep(o_id), c.value(w_id)
+    return (rx.kind == ro.kind == "static" and wv.data is not None and wv.quant is not None
+            and wv.quant.kind in (P.PER_CHANNEL, P.PER_TENSOR))
+
+
+def weight_ints(c: Compiler, w_id: int) -> np.ndarray:
+    """Integer weight values (minus any per-tensor zero point) as float32."""
+    q = c.value(w_id).quant
+    w = c.const(w_id).astype(F32)
+    if q.kind == P.PER_TENSOR and q.zero_point:
+        w -= F32(q.zero_point)
+    return w
+
+
+def weight_scales(c: Compiler, w_id: int, channels: int) -> np.ndarray:
+    """One weight scale per output channel."""
+    q = c.value(w_id).quant
+    if q.kind == P.PER_TENSOR:
+        return np.full(channels, q.scale, F32)
+    s = c.channel_scale(w_id).reshape(-1)
+    if s.size != channels:
+        raise c.fail(f"weights have {s.size} per-channel scales for {channels} output channels")
+    return s
+
+
+def bias_array(c: Compiler, b_id: int, channels: int, acc_scale=None) -> np.ndarray | None:
+    """The bias as float32: in accumulator units on the integer path (``acc_scale`` given), else real."""
+    if b_id == P.INVALID_ID:
+        return None
+    if not c.is_const(b_id):
+        raise c.fail(f"bias {c.value(b_id).describe()} must be a constant")
+    bv = c.value(b_id)
+    if acc_scale is not None and bv.quant is not None:
+        b = c.const(b_id).astype(F32)  # int32 already in accumulator units
+    elif acc_scale is not None:
+        b = c.real_const(b_id) / acc_scale
+    else:
+        b = c.real_const(b_id)
+    b = b.reshape(-1)
+    if b.size != channels:
+        raise c.fail(f"bias has {b.size} elements for {channels} output channels")
+    return b.astype(F32)
+
+
+def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int, make_kernel) -> None:
+    """Emit a step for a weight-stationary node; ``make_kernel(weights, bias)`` builds its kernel."""
+    x, o = c.slot(x_id), c.out_slot(o_id)
+    rx, ro = c.rep(x_id), c.rep(o_id)
+    if integer_path(c, x_id, w_id, o_id):
+        ws = weight_scales(c, w_id, channels)
+        acc_scale = F32(rx.scale) * ws
+        kernel = make_kernel(weight_ints(c, w_id), bias_array(c, node.bias_id, channels, acc_scale))
+        mult = (acc_scale / F32(ro.scale)).astype(F32)
+        qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
+        zx, zo, dt = F32(rx.zero_point), ro.zero_point, ro.dtype
+
+        def f(a):
+            xf = a.astype(F32)
+            if zx:
+                xf -= zx
+            return Q.requantize(kernel(xf), mult, zo, qlo, qhi, dt, inplace=True)
+    else:
+        kernel = make_kernel(c.real_const(w_id), bias_array(c, node.bias_id, channels))
+        f = chain(rx.real(), kernel, ro.store(node.output_min, node.output_max, fresh=True))
+
+    def step(env):
+        env[o] = f(env[x])
+
+    c.emit(step)
+
+
+# -- fully connected ------------------------------------------------------------------------------------------
+@builds("FullyConnected")
+def build_fully_connected(c: Compiler, node) -> None:
+    transposed = bool(node.flags & P.FLAG_TRANSPOSE_WEIGHTS)  # filter is [in, out] instead of [out, in]
+    wv = c.value(node.filter_id)
+    if len(wv.dims) != 2:
+        raise c.fail(f"filter {wv.describe()} must be 2-D")
+    n_out = wv.dims[1] if transposed else wv.dims[0]
+    if wv.data is None:
+        return emit_dynamic_fc(c, node, transposed)
+
+    def make_kernel(w, bias):
+        w_kn = np.ascontiguousarray(w if transposed else w.T, dtype=F32)  # [in, out], transposed once
+        k = w_kn.shape[0]
+
+        def kernel(a):
+            y = np.matmul(a.reshape(-1, k), w_kn)
+            if bias is not None:
+                y += bias
+            return y.reshape(a.shape[:-1] + (n_out,))
+
+        return kernel
+
+    emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, n_out, make_kernel)
+
+
+def emit_dynamic_fc(c: Compiler, node, transposed: bool) -> None:
+    """FC whose filter (and maybe bias) is a run-time tensor."""
+    x, w = c.slot(node.input1_id), c.slot(node.filter_id)
+    rx = c.rep(node.input1_id).real() or (lambda a: a)
+    rw = c.rep(node.filter_id).real() or (lambda a: a)
+    b = None
+    if node.bias_id != P.INVALID_ID:
+        b, rb = c.slot(node.bias_id), c.rep(node.bias_id).real() or (lambda a: a)
+    o = c.out_slot(node.output_id)
+    st = chain(c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True))
+
+    def step(env):
+        a, wt = rx(env[x]), rw(env[w])
+        w_kn = wt if transposed else wt.T
+        y = np.matmul(a.reshape(-1, w_kn.shape[0]), w_kn)
+        if b is not None:
+            y += rb(env[b])
+        env[o] = st(y.reshape(a.shape[:-1] + (w_kn.shape[1],)))
+
+    c.emit(step)
+
+
+# -- convolutions ---------------------------------------------------------------------------------------------
+def conv_geometry(c: Compiler, node) -> ops.Geometry:
+    kh, kw = node.kernel_height, node.kernel_width
+    sh, sw = node.subsampling_height, node.subsampling_width
+    if min(kh, kw, sh, sw) < 1:
+        raise c.fail(f"kernel {kh}x{kw} / stride {sh}x{sw} must be positive")
+    pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
+    return ops.Geometry(pads, (kh, kw), (sh, sw), (max(node.dilation_height, 1), max(node.dilation_width, 1)),
+                        bool(node.flags & P.FLAG_TENSORFLOW_SAME_PADDING))
+
+
+def check_filter(c: Compiler, node, expected: tuple) -> None:
+    wv = c.value(node.filter_id)
+    if wv.data is None:
+        raise c.fail(f"filter {wv.describe()} must be a constant")
+    if tuple(wv.dims) != expected:
+        raise c.fail(f"filter {wv.describe()} does not match the node's shape {list(expected)}")
+
+
+@builds("Conv2d")
+def build_conv2d(c: Compiler, node) -> None:
+    g = conv_geometry(c, node)
+    groups, oc = max(node.groups, 1), max(node.groups, 1) * node.group_output_channels
+    check_filter(c, node, (oc, g.kernel[0], g.kernel[1], node.group_input_channels))
+    emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, oc,
+              lambda w, b: ops.Conv2d(w, b, g, groups))
+
+
+@builds("DepthwiseConv2d")
+def build_depthwise(c: Compiler, node) -> None:
+    g = conv_geometry(c, node)
+    channels = max(node.groups, 1)
+    multiplier = node.group_output_channels // max(node.group_input_channels, 1)
+    if multiplier < 1:
+        raise c.fail(f"depth multiplier {node.group_output_channels}/{node.group_input_channels} is below 1")
+    check_filter(c, node, (1, g.kernel[0], g.kernel[1], channels * multiplier))
+    emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, channels * multiplier,
+              lambda w, b: ops.DepthwiseConv2d(w, b, g, multiplier))
+
+
+@builds("ConvTranspose2d")
+def build_deconv(c: Compiler, node) -> None:
+    g = conv_geometry(c, node)
+    groups, oc = max(node.groups, 1), max(node.groups, 1) * node.group_output_channels
+    check_filter(c, node, (oc, g.kernel[0], g.kernel[1], node.group_input_channels))
+    adjust = (node.adjustment_height, node.adjustment_width)
+    if adjust[0] >= g.stride[0] or adjust[1] >= g.stride[1]:
+        raise c.fail(f"adjustment {adjust} must be smaller than the stride {g.stride}")
+    emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, oc,
+              lambda w, b: ops.ConvTranspose2d(w, b, g, groups, adjust))

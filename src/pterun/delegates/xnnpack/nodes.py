@@ -1,0 +1,304 @@
+"""Node builders: each turns one XNode into a step ``step(env)`` with everything static prepared once.
+
+A builder reads its fields, checks them against the values they name, packs weights into the layout the
+kernel in :mod:`.ops` wants, and emits a closure. Three paths recur:
+
+* *real*: read inputs as real float32 (dequantizing or widening), compute, store through the output's
+  rep (rounding, saturating and applying the fused clamp) — every node has it;
+* *raw*: data movement (transpose, reshape, slice, pad, concat, copy, max pool, clamp) on the stored
+  arrays when input and output share the same grid, as XNNPACK requires for quantized tensors;
+* *integer*: static int8 convolutions and fully-connected layers accumulate zero-point-corrected integers
+  (as float32, exact below 2**24) and requantize per output channel like XNNPACK's fp32 requantization.
+
+Example::
+
+    >>> sorted(NAMES)[:3]
+    ['Abs', 'Add', 'ArgMaxPooling2d']
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.delegates.xnnpack import ops
+from pterun.delegates.xnnpack import payload as P
+from pterun.delegates.xnnpack import quant as Q
+from pterun.delegates.xnnpack.compile import Compiler
+
+F32 = np.float32
+BUILDERS: dict = {}
+NAMES = {name: kind for kind, (name, _) in P.NODE_TYPES.items()}
+
+
+def builds(*names):
+    def register(fn):
+        for n in names:
+            BUILDERS[NAMES[n]] = fn
+        return fn
+
+    return register
+
+
+def chain(*fns):
+    """Compose the non-None functions left to right into one callable."""
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return lambda a: a
+    if len(fns) == 1:
+        return fns[0]
+    if len(fns) == 2:
+        f, g = fns
+        return lambda a: g(f(a))
+    f, g, h = fns
+    return lambda a: h(g(f(a)))
+
+
+def emit_unary(c: Compiler, node, fn, in_id: int, out_id: int, fresh: bool = True) -> None:
+    """out = store(fn(real(in))); ``fresh`` says fn returns a new array."""
+    i = c.slot(in_id)
+    rd = c.rep(in_id).real()
+    o = c.out_slot(out_id)
+    f = chain(rd, fn, c.rep(out_id).store(node.output_min, node.output_max, fresh or rd is not None))
+
+    def step(env):
+        env[o] = f(env[i])
+
+    c.emit(step)
+
+
+def emit_raw(c: Compiler, node, fn, in_id: int, out_id: int) -> None:
+    """Data movement on stored arrays when input and output share a grid, else through real values."""
+    rin, rout = c.rep(in_id), c.rep(out_id)
+    if not rin.same_grid(rout):
+        return emit_unary(c, node, fn, in_id, out_id, fresh=False)
+    i, o = c.slot(in_id), c.out_slot(out_id)
+    clamp = raw_clamp(rout, node.output_min, node.output_max)
+    f = chain(fn, clamp)
+
+    def step(env):
+        env[o] = f(env[i])
+
+    c.emit(step)
+
+
+def raw_clamp(rep, lo: float, hi: float):
+    """The fused clamp applied to stored values (quantized bounds for static int8), or None."""
+    if not (np.isfinite(lo) or np.isfinite(hi)):
+        return None
+    if rep.kind == "static":
+        qlo, qhi = Q.fused_range(lo, hi, rep.scale, rep.zero_point, rep.dtype)
+        return lambda a: np.clip(a, qlo, qhi).astype(rep.dtype, copy=False)
+    lo_, hi_ = rep.dtype.type(lo), rep.dtype.type(hi)
+    return lambda a: np.clip(a, lo_, hi_)
+
+
+# -- elementwise ------------------------------------------------------------------------------------------
+@builds(*[n for n in ops.UNARY if n not in ("Copy", "Clamp")])
+def build_unary(c: Compiler, node) -> None:
+    fn = ops.UNARY[node.name]
+    lut_step(c, node, fn) or emit_unary(c, node, fn, node.input_id, node.output_id)
+
+
+@builds("LeakyReLU", "ELU")
+def build_param_unary(c: Compiler, node) -> None:
+    fn = ops.leaky_relu(node.negative_slope) if node.name == "LeakyReLU" else ops.elu(node.alpha)
+    lut_step(c, node, fn) or emit_unary(c, node, fn, node.input_id, node.output_id)
+
+
+def lut_step(c: Compiler, node, fn) -> bool:
+    """8-bit static quantized unary ops become a 256-entry table, as XNNPACK builds them."""
+    rin, rout = c.rep(node.input_id), c.rep(node.output_id)
+    if not (rin.kind == rout.kind == "static" and rin.dtype.itemsize == 1 and rout.dtype.itemsize == 1):
+        return False
+    if node.name == "Softmax":
+        return False
+    codes = np.arange(256, dtype=np.uint8).view(rin.dtype)
+    with np.errstate(all="ignore"):  # e.g. log of the negative codes: whatever they become, as in XNNPACK
+        real = np.nan_to_num(fn(rin.real()(codes)).astype(F32))
+        table = rout.store(node.output_min, node.output_max)(real)
+    i, o = c.slot(node.input_id), c.out_slot(node.output_id)
+
+    def step(env):
+        env[o] = table[env[i].view(np.uint8)]
+
+    c.emit(step)
+    return True
+
+
+@builds("Copy", "Clamp")
+def build_copy(c: Compiler, node) -> None:
+    emit_raw(c, node, lambda a: a, node.input_id, node.output_id)
+
+
+@builds(*ops.BINARY)
+def build_binary(c: Compiler, node) -> None:
+    fn = ops.BINARY[node.name]
+    a, b, o = c.slot(node.input1_id), c.slot(node.input2_id), c.out_slot(node.output_id)
+    ra, rb = c.rep(node.input1_id).real(), c.rep(node.input2_id).real()
+    st = c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True)
+    ra, rb = ra or (lambda x: x), rb or (lambda x: x)
+    f = chain(lambda pair: fn(ra(pair[0]), rb(pair[1])), st)
+
+    def step(env):
+        env[o] = f((env[a], env[b]))
+
+    c.emit(step)
+
+
+# -- shape / data movement -----------------------------------------------------------------------------------
+@builds("StaticTranspose")
+def build_transpose(c: Compiler, node) -> None:
+    perm = tuple(node.perm)
+    if sorted(perm) != list(range(len(perm))) or node.num_dims != len(perm):
+        raise c.fail(f"perm {list(perm)} is not a permutation of {node.num_dims} dims")
+    emit_raw(c, node, lambda a: a.transpose(perm), node.input_id, node.output_id)
+
+
+@builds("StaticReshape")
+def build_reshape(c: Compiler, node) -> None:
+    shape = tuple(-1 if d == 0 else d for d in node.new_shape)
+    if shape.count(-1) > 1 or node.num_dims != len(shape):
+        raise c.fail(f"new_shape {list(node.new_shape)} has more than one inferred (0) dim")
+    emit_raw(c, node, lambda a: a.reshape(shape), node.input_id, node.output_id)
+
+
+@builds("StaticSlice")
+def build_slice(c: Compiler, node) -> None:
+    if not len(node.offsets) == len(node.sizes) == node.num_dims:
+        raise c.fail(f"offsets {list(node.offsets)} and sizes {list(node.sizes)} do not match num_dims "
+                     f"{node.num_dims}")
+    index = tuple(slice(o, o + s if s else None) for o, s in zip(node.offsets, node.sizes))
+    emit_raw(c, node, lambda a: a[index], node.input_id, node.output_id)
+
+
+@builds("StaticConstantPad")
+def build_pad(c: Compiler, node) -> None:
+    pre, post = tuple(node.pre_paddings), tuple(node.post_paddings)
+    if len(pre) != len(post):
+        raise c.fail(f"pre_paddings {list(pre)} and post_paddings {list(post)} differ in length")
+    rout = c.rep(node.output_id)
+    value = node.padding_value
+    if rout.kind == "static" and c.rep(node.input_id).same_grid(rout):
+        value = int(Q.quantize(np.array([value], F32), rout.scale, rout.zero_point, rout.dtype)[0])
+    emit_raw(c, node, lambda a: ops.constant_pad(a, pre, post, value), node.input_id, node.output_id)
+
+
+@builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
+def build_concat(c: Compiler, node) -> None:
+    n = int(node.name[-1])
+    ids = [node.input1_id, node.input2_id, node.input3_id, node.input4_id, node.input5_id][:n]
+    axis, rout = node.axis, c.rep(node.output_id)
+    slots = [c.slot(i) for i in ids]
+    o = c.out_slot(node.output_id)
+    if all(c.rep(i).same_grid(rout) for i in ids):
+        clamp = raw_clamp(rout, node.output_min, node.output_max) or (lambda a: a)
+
+        def step(env):
+            env[o] = clamp(np.concatenate([env[s] for s in slots], axis=axis))
+    else:
+        reads = [c.rep(i).real() or (lambda a: a) for i in ids]
+        st = rout.store(node.output_min, node.output_max, fresh=True) or (lambda a: a)
+
+        def step(env):
+            env[o] = st(np.concatenate([r(env[s]) for r, s in zip(reads, slots)], axis=axis))
+
+    c.emit(step)
+
+
+# -- pooling, resize, softmax, convert, matmul ---------------------------------------------------------------
+def pool_geometry(c: Compiler, node) -> ops.Geometry:
+    ph, pw = node.pooling_height, node.pooling_width
+    if ph < 1 or pw < 1:
+        raise c.fail(f"pooling window {ph}x{pw} is empty")
+    sh = getattr(node, "stride_height", ph) or 1
+    sw = getattr(node, "stride_width", pw) or 1
+    dh = max(getattr(node, "dilation_height", 1), 1)  # the avg-pool exporter writes 0 for "unused"
+    dw = max(getattr(node, "dilation_width", 1), 1)
+    pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
+    return ops.Geometry(pads, (ph, pw), (sh, sw), (dh, dw), bool(node.flags & P.FLAG_TENSORFLOW_SAME_PADDING))
+
+
+@builds("MaxPooling2d")
+def build_max_pool(c: Compiler, node) -> None:
+    g = pool_geometry(c, node)
+    emit_raw(c, node, lambda a: ops.max_pool(a, g), node.input_id, node.output_id)
+
+
+@builds("AvgPooling2d")
+def build_avg_pool(c: Compiler, node) -> None:
+    emit_unary(c, node, ops.AvgPool(pool_geometry(c, node)), node.input_id, node.output_id)
+
+
+@builds("GlobalAvgPooling2d")
+def build_global_avg_pool(c: Compiler, node) -> None:
+    keep = bool(node.flags & P.FLAG_KEEP_DIMS)
+    emit_unary(c, node, lambda a: ops.global_avg_pool(a, keep), node.input_id, node.output_id)
+
+
+@builds("ArgMaxPooling2d")
+def build_argmax_pool(c: Compiler, node) -> None:
+    g = pool_geometry(c, node)
+    i = c.slot(node.input_id)
+    rd = c.rep(node.input_id).real()
+    rv = c.rep(node.output_value_id)
+    same = c.rep(node.input_id).same_grid(rv)
+    st = None if same else rv.store()
+    vo, io = c.out_slot(node.output_value_id), c.out_slot(node.output_index_id)
+    idx_dtype = c.rep(node.output_index_id).dtype
+
+    def step(env):
+        x = env[i]
+        best, idx = ops.argmax_pool(x if same else chain(rd)(x), g)
+        env[vo] = best if st is None else st(best)
+        env[io] = idx.astype(idx_dtype, copy=False)
+
+    c.emit(step)
+
+
+@builds("StaticResizeBilinear2D")
+def build_resize(c: Compiler, node) -> None:
+    if node.new_height < 1 or node.new_width < 1:
+        raise c.fail(f"output size {node.new_height}x{node.new_width} is empty")
+    fn = ops.ResizeBilinear(node.new_height, node.new_width, bool(node.flags & P.FLAG_ALIGN_CORNERS),
+                            bool(node.flags & P.FLAG_TENSORFLOW_LEGACY))
+    emit_unary(c, node, fn, node.input_id, node.output_id)
+
+
+@builds("Convert")
+def build_convert(c: Compiler, node) -> None:
+    rin, rout = c.rep(node.input_id), c.rep(node.output_id)
+    if rin.same_grid(rout):
+        return emit_raw(c, node, lambda a: a, node.input_id, node.output_id)
+    emit_unary(c, node, lambda a: a, node.input_id, node.output_id, fresh=False)
+
+
+@builds("BatchMatrixMultiply")
+def build_bmm(c: Compiler, node) -> None:
+    transpose_b = bool(node.flags & P.FLAG_TRANSPOSE_WEIGHTS)
+    if c.is_const(node.input2_id):  # constant B: dequantize/transpose once
+        b = c.real_const(node.input2_id)
+        b = np.ascontiguousarray(np.swapaxes(b, -1, -2) if transpose_b else b)
+        a_slot = c.slot(node.input1_id)
+        ra = c.rep(node.input1_id).real() or (lambda x: x)
+        o = c.out_slot(node.output_id)
+        st = chain(c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True))
+
+        def step(env):
+            env[o] = st(np.matmul(ra(env[a_slot]), b))
+
+        return c.emit(step)
+    a, bs, o = c.slot(node.input1_id), c.slot(node.input2_id), c.out_slot(node.output_id)
+    ra = c.rep(node.input1_id).real() or (lambda x: x)
+    rb = c.rep(node.input2_id).real() or (lambda x: x)
+    st = chain(c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True))
+
+    def step(env):
+        bv = rb(env[bs])
+        env[o] = st(np.matmul(ra(env[a]), np.swapaxes(bv, -1, -2) if transpose_b else bv))
+
+    c.emit(step)
+
+
+@builds("ScaledDotProductAttention")
+def build_sdpa(c: Compiler, node) -> None:
+    raise c.fail("XNNScaledDotProductAttention is not supported (the XNNPACK runtime does not define it either)")
