@@ -106,3 +106,25 @@ def test_inspect_pte_shows_external_references(capsys):
 def test_cli_run_with_data_path(capsys):
     assert main(["run", str(PTE), "--data-path", str(PTD)]) == 0
     assert "output 0: float32[2, 4]" in capsys.readouterr().out
+
+
+def test_xnnpack_program_with_weights_in_ptd():
+    pte, ptd = FIXTURES / "xnn_ext_mlp.pte", FIXTURES / "xnn_ext_mlp.ptd"
+    call = load_calls("xnn_ext_mlp")[0]
+    out = Runtime.get().load_program(pte, data_path=ptd).load_method("forward").execute(call["inputs"])
+    assert_matches(out[0], call["outputs"][0], "xnn_ext_mlp")
+
+
+def test_xnnpack_program_without_its_ptd_is_a_clean_error():
+    # (ExecuTorch 1.5.1's own runtime crashes with a segmentation fault here)
+    from pterun import DelegateError
+    program = Runtime.get().load_program(FIXTURES / "xnn_ext_mlp.pte")
+    with pytest.raises(DelegateError, match=r"needs named data '[0-9a-f]{64}'.*pass it as data_path="):
+        program.load_method("forward")
+
+
+def test_inspect_summarises_xnnpack_payloads(capsys):
+    assert main(["inspect", str(FIXTURES / "xnn_8da4w.pte")]) == 0
+    out = capsys.readouterr().out
+    assert "nodes: XNNConvert x2, XNNFullyConnected x2" in out
+    assert "value types: fp32 x4, qbint4 x2, qdint8 x2" in out

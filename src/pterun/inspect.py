@@ -40,6 +40,31 @@ def _value_info(plan: Plan, index: int) -> dict:
     }
 
 
+def _delegate_info(prog: Program, d, calls: Counter) -> dict:
+    pf = prog._pf
+    blob = pf.delegate_blob(d)
+    info = {"backend": d.backend_id, "calls": calls.get(d.backend_id, 0), "payload_bytes": int(blob.size),
+            "compile_specs": [k for k, _ in d.compile_specs]}
+    if d.backend_id == "XnnpackBackend":
+        from pterun.delegates.xnnpack.payload import read_graph
+        from pterun.errors import PterunError
+
+        def named(key):
+            for ptd in prog._external:
+                if key in ptd:
+                    return ptd.data(key)
+            return pf.named(key)
+
+        try:
+            graph = read_graph(blob, named)
+        except (PterunError, KeyError) as e:
+            info["summary_error"] = str(e)
+            return info
+        info["nodes"] = dict(sorted(Counter(f"XNN{n.name}" for n in graph.nodes).items()))
+        info["value_datatypes"] = dict(sorted(Counter(v.dtype_name for v in graph.values.values()).items()))
+    return info
+
+
 def _is_constant_method(plan: Plan) -> bool:
     return not plan.inputs and all(not c for c in plan.chains)
 
@@ -93,9 +118,7 @@ def describe(source, *, program: Program | None = None, data_path=None) -> dict:
             "num_values": len(plan.values),
             "num_instructions": sum(len(c) for c in plan.chains),
             "operators": dict(sorted(ops.items())),
-            "delegates": [{"backend": d.backend_id, "calls": delegate_calls.get(d.backend_id, 0),
-                           "payload_bytes": int(pf.delegate_blob(d).size),
-                           "compile_specs": [k for k, _ in d.compile_specs]} for d in plan.delegates],
+            "delegates": [_delegate_info(prog, d, delegate_calls) for d in plan.delegates],
             "memory_planned_buffers": list(plan.buffer_sizes[1:]),
         }
         external = sorted({p.fqn for tag, p in plan.values if tag == TENSOR and p.location == EXTERNAL and p.fqn})
@@ -168,6 +191,11 @@ def format_text(info: dict) -> str:
                 lines.append(f"    {op:<{width}}  x{n}")
         for d in m["delegates"]:
             lines.append(f"  delegate {d['backend']}: {d['calls']} call(s), {d['payload_bytes']} payload bytes")
+            if "nodes" in d:
+                lines.append("    nodes: " + ", ".join(f"{k} x{n}" for k, n in d["nodes"].items()))
+                lines.append("    value types: " + ", ".join(f"{k} x{n}" for k, n in d["value_datatypes"].items()))
+            elif "summary_error" in d:
+                lines.append(f"    (payload not readable: {d['summary_error']})")
     if info.get("test_cases"):
         lines.append("")
         lines.append("bundled test cases: " + ", ".join(f"{m} x{n}" for m, n in info["test_cases"].items()))

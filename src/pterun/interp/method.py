@@ -196,7 +196,8 @@ class MethodRunner:
         if key in self.pf.named_data:
             return self.pf.named(key)
         where = ", ".join([p.name for p in self._external] + [self.pf.name])
-        raise MethodNotFoundError(f"{self.where}: no named data with key {key!r} in {where}")
+        hint = "" if self._external else " (if the weights were exported to a .ptd file, pass it as data_path=)"
+        raise MethodNotFoundError(f"{self.where}: no named data with key {key!r} in {where}{hint}")
 
     def _find_volatile(self) -> set[int]:
         """Slots whose content or tensor view can change during a run."""
