@@ -135,6 +135,34 @@ def cmd_demo(args) -> int:
     return 0 if err <= 1e-4 else 1
 
 
+def cmd_bench(args) -> int:
+    program = pterun.Runtime.get().load_program(args.file, data_path=args.data_path or None)
+    names = sorted(program.method_names)
+    method_name = args.method or ("forward" if "forward" in names else names[0])
+    t0 = time.perf_counter()
+    method = program.load_method(method_name)
+    load_s = time.perf_counter() - t0
+    inputs = _load_inputs(args.input) if args.input else _random_inputs(method.metadata, np.random.default_rng(0))
+    t0 = time.perf_counter()
+    method.execute(inputs)
+    first_s = time.perf_counter() - t0
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        method.execute(inputs)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    print(f"{args.file} method {method_name!r}: load {load_s * 1e3:.1f} ms, first call {first_s * 1e3:.2f} ms, "
+          f"median {times[len(times) // 2] * 1e3:.3f} ms, p90 {times[int(len(times) * 0.9)] * 1e3:.3f} ms "
+          f"over {args.repeat} calls")
+    if args.profile:
+        from pterun.profile import format_profile, profile
+        print()
+        print(format_profile(profile(method, inputs, repeat=max(1, min(args.repeat, 20))),
+                             total_s=times[len(times) // 2]))
+    return 0
+
+
 def cmd_ops(args) -> int:
     from pterun.kernels.registry import KERNELS
     if args.file:
@@ -210,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, as ExecuTorch)")
     v.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8, as ExecuTorch)")
     v.set_defaults(fn=cmd_verify)
+
+    b = sub.add_parser("bench", help="time load, first call and repeated calls; --profile shows time per operator")
+    b.add_argument("file", help="the .pte program")
+    b.add_argument("--method", help="method to run (default: forward)")
+    b.add_argument("--input", action="append", default=[], metavar="FILE", help="inputs as for 'run'")
+    b.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd", help="external data file(s)")
+    b.add_argument("--repeat", type=int, default=20, help="timed calls (default 20)")
+    b.add_argument("--profile", action="store_true", help="print the time per operator / XNNPACK node")
+    b.set_defaults(fn=cmd_bench)
 
     o = sub.add_parser("ops", help="list registered operators, or check a program's operators")
     o.add_argument("file", nargs="?", help="a .pte program to check")

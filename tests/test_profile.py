@@ -1,0 +1,38 @@
+"""Per-operator profiles: every executed step is counted once per run, and the method is unchanged after."""
+
+from __future__ import annotations
+
+from fixtures_util import FIXTURES, assert_matches, load_calls
+from pterun import Runtime
+from pterun.cli import main
+from pterun.profile import format_profile, profile
+
+
+def test_profile_counts_every_operator_call():
+    m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    call = load_calls("mlp")[0]
+    rows = profile(m, call["inputs"], repeat=3)
+    by_name = {r.name: r for r in rows}
+    ops = [info[0] for _, _, infos in m._runner.chains for info in infos]
+    for op in set(ops):
+        assert by_name[op].calls == ops.count(op)
+        assert by_name[op].seconds > 0
+    assert [r.seconds for r in rows] == sorted((r.seconds for r in rows), reverse=True)
+    # the method is restored: results unchanged and no timing wrappers left behind
+    assert_matches(m.execute(call["inputs"])[0], call["outputs"][0], "after profiling")
+    assert "aten::addmm.out" in format_profile(rows)
+
+
+def test_profile_breaks_xnnpack_delegates_down_by_node():
+    m = Runtime.get().load_program(FIXTURES / "xnn_cnn.pte").load_method("forward")
+    call = load_calls("xnn_cnn")[0]
+    names = {r.name for r in profile(m, call["inputs"], repeat=2)}
+    assert "XnnpackBackend/XNNConv2d" in names
+    assert "delegate XnnpackBackend (overhead)" in names
+    assert_matches(m.execute(call["inputs"])[0], call["outputs"][0], "after profiling", 1e-4)
+
+
+def test_cli_bench_profile(capsys):
+    assert main(["bench", str(FIXTURES / "cond.pte"), "--repeat", "3", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "median" in out and "JumpFalseCall" in out and "total per execute()" in out
