@@ -1,0 +1,398 @@
+#!/usr/bin/env python
+"""Time ONE runtime on ONE ``.pte`` in this (fresh) process and print one JSON line.
+
+    .venv/bin/python bench/run_one.py --runtime pterun     bench/models/resnet18_portable.pte
+    .ref/bin/python  bench/run_one.py --runtime executorch bench/models/resnet18_portable.pte
+    .venv/bin/python bench/run_one.py --runtime pterun --profile bench/models/resnet18_portable.pte
+
+Measured, in this order, in this process:
+
+* ``import_s``     the ``import pterun`` / ``import executorch.runtime`` statement, timed before anything else
+                   but ``sys`` and ``time`` is imported (so the runtime's own imports, NumPy/torch
+                   included, are all counted);
+* ``load_s``       ``Runtime.get().load_program(path)`` + ``program.load_method(method)``;
+* ``first_call_s`` the first ``execute``;
+* ``median_s`` / ``p90_s`` / ``min_s`` over ``calls`` further calls; the number of calls adapts: calls
+                   continue until ``--budget`` seconds have passed and at least ``--min-calls`` were made, or
+                   (for very slow programs) until ``--max-time`` seconds passed and ``--min-calls-slow`` were made;
+* ``peak_rss_mb``  ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end (the whole process: interpreter,
+                   imports, program, arenas, outputs); ``rss_after_import_mb`` the same right after the import.
+
+Inputs are random arrays built from the method metadata (sizes, ScalarType) with ``--seed``, identically for
+both runtimes: floats ~ N(0, 1), integers in [0, 10), bools with p = 0.5. ``--save-outputs F.npz`` writes the
+first call's outputs (``out0``, ``out1``, ...) so that a driver can compare the runtimes.
+
+For pterun it also reports ``instructions`` (executed steps: kernel, delegate and move calls; FreeCall is a no-op
+in pterun and not counted) and ``plan_instructions`` (every instruction in the plan).
+
+``--profile`` (pterun only) wraps every step of the loaded method with a timer and reports the time per operator
+(and the slowest instructions) instead of the plain timing; see :func:`install_profiler`.
+
+The result is printed as one line ``@@BENCH@@ {json}``. A failure (for example a ``DelegateError`` for a backend
+pterun does not have) is reported in that line as ``error_type`` / ``error`` and the exit status is still 0.
+"""
+
+import sys
+import time
+
+MARK = "@@BENCH@@ "
+
+
+def _argv_value(flag: str, default: str) -> str:
+    argv = sys.argv[1:]
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return default
+
+
+def _timed_import():
+    """Import the runtime first of all (before argparse, json, numpy ...) and time just that statement."""
+    runtime = _argv_value("--runtime", "pterun")
+    if runtime == "pterun":
+        src = _argv_value("--pterun-src", "")
+        if not src:
+            import os.path  # already imported by the interpreter's startup (site)
+            src = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+        if src != "none":
+            sys.path.insert(0, src)
+        t0 = time.perf_counter()
+        import pterun  # noqa: F401
+        dt = time.perf_counter() - t0
+        from pterun import Runtime
+        return runtime, dt, Runtime
+    if runtime == "executorch":
+        t0 = time.perf_counter()
+        import executorch.runtime  # noqa: F401
+        dt = time.perf_counter() - t0
+        from executorch.runtime import Runtime
+        return runtime, dt, Runtime
+    print(f"run_one.py: --runtime must be 'pterun' or 'executorch', got {runtime!r}", file=sys.stderr)
+    sys.exit(2)
+
+
+RUNTIME, IMPORT_S, RuntimeCls = _timed_import()
+
+import resource  # noqa: E402
+
+RSS_AFTER_IMPORT_MB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import traceback  # noqa: E402
+
+import numpy as np  # noqa: E402  (already imported by either runtime)
+
+# ExecuTorch ScalarType id -> NumPy dtype of the random values we generate (bfloat16 is generated as float32
+# and cast per runtime)
+_SCALAR_NP = {0: np.uint8, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.int64, 5: np.float16, 6: np.float32,
+              7: np.float64, 11: np.bool_, 15: np.float32}
+_SCALAR_NAME = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "float16", 6: "float32",
+                7: "float64", 11: "bool", 15: "bfloat16"}
+
+
+def make_inputs(meta, seed: int):
+    """[(scalar_type_id, ndarray)] for every input of the method, from its metadata only."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(meta.num_inputs()):
+        try:
+            info = meta.input_tensor_meta(i)
+        except Exception as e:  # a non-tensor input: Int/Double/Bool/None
+            raise NotImplementedError(f"input {i} is not a tensor ({e}); run_one.py only feeds tensors") from e
+        sizes = tuple(int(s) for s in info.sizes())
+        st = int(info.dtype())
+        if st not in _SCALAR_NP:
+            raise NotImplementedError(f"input {i} has ScalarType {st}, which run_one.py cannot generate")
+        kind = np.dtype(_SCALAR_NP[st]).kind
+        if kind == "f":
+            a = rng.standard_normal(sizes).astype(_SCALAR_NP[st])
+        elif kind == "b":
+            a = rng.random(sizes) < 0.5
+        else:
+            a = rng.integers(0, 10, sizes).astype(_SCALAR_NP[st])
+        out.append((st, np.ascontiguousarray(a)))
+    return out
+
+
+def convert_inputs(raw, runtime: str, meta):
+    if runtime == "pterun":
+        res = []
+        for i, (st, a) in enumerate(raw):
+            want = np.dtype(meta.input_tensor_meta(i).numpy_dtype())
+            res.append(a if a.dtype == want else a.astype(want))
+        return res
+    import torch
+    res = []
+    for st, a in raw:
+        t = torch.from_numpy(a)
+        if st == 15:
+            t = t.to(torch.bfloat16)
+        res.append(t)
+    return res
+
+
+def to_numpy_outputs(outs) -> dict:
+    """{outK: ndarray} of a call's outputs (torch tensors become NumPy; bf16 becomes float32)."""
+    res = {}
+    for k, o in enumerate(outs):
+        if hasattr(o, "detach"):  # a torch tensor
+            t = o.detach()
+            if str(t.dtype) == "torch.bfloat16":
+                t = t.float()
+            res[f"out{k}"] = t.contiguous().numpy().copy()
+        elif isinstance(o, np.ndarray):
+            a = o
+            if a.dtype.name == "bfloat16":
+                a = a.astype(np.float32)
+            res[f"out{k}"] = np.array(a, copy=True)
+        elif isinstance(o, (bool, int, float, np.generic)):
+            res[f"out{k}"] = np.asarray(o)
+    return res
+
+
+def count_instructions(method):
+    """(executed steps, plan instructions) of a loaded pterun method, or (None, None)."""
+    runner = getattr(method, "_runner", None)
+    if runner is None:
+        return None, None
+    steps = sum(len(c[1]) for c in runner.chains)
+    plan = sum(len(c) for c in runner.plan.chains)
+    return steps, plan
+
+
+# --- profiler (pterun only) -------------------------------------------------------------------------------
+
+
+class Profile:
+    """Per-operator and per-instruction time of a pterun method, gathered by wrapping its steps."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.by_op = {}  # operator name -> [seconds, count]
+        self.by_instr = []  # (chain, pc, name, args, rec=[seconds, count])
+        self.runs = 0
+
+    def reset(self):
+        for v in self.by_op.values():
+            v[0] = 0.0
+            v[1] = 0
+        for *_, rec in self.by_instr:
+            rec[0] = 0.0
+            rec[1] = 0
+        self.runs = 0
+
+
+def install_profiler(method) -> Profile:
+    """Replace every step of ``method._runner.chains`` by a timing wrapper and return the :class:`Profile`.
+
+    ``runner.chains`` is a list of ``(has_jumps, steps, info)``: ``steps`` are zero-argument callables (a step
+    of a chain with jumps returns the next pc or None, so the wrapper passes the return value through) and
+    ``info[i] = (operator name, argument value indices)``.
+    """
+    runner = method._runner
+    prof = Profile(runner)
+    clock = time.perf_counter
+    new_chains = []
+    for ci, (jumps, steps, info) in enumerate(runner.chains):
+        wrapped = []
+        for pc, (step, (name, args)) in enumerate(zip(steps, info)):
+            op_rec = prof.by_op.setdefault(name, [0.0, 0])
+            rec = [0.0, 0]
+            prof.by_instr.append((ci, pc, name, tuple(args) if isinstance(args, (tuple, list)) else (), rec))
+
+            def timed(step=step, op_rec=op_rec, rec=rec, clock=clock):
+                t = clock()
+                r = step()
+                d = clock() - t
+                op_rec[0] += d
+                op_rec[1] += 1
+                rec[0] += d
+                rec[1] += 1
+                return r
+
+            wrapped.append(timed)
+        new_chains.append((jumps, wrapped, info))
+    runner.chains[:] = new_chains
+    return prof
+
+
+def _describe_arg(runner, a):
+    try:
+        v = runner.values[a]
+    except Exception:
+        return "?"
+    shape = getattr(v, "shape", None)
+    dtype = getattr(v, "dtype", None)
+    if shape is not None and dtype is not None:
+        return f"{np.dtype(dtype).name}{list(shape)}"
+    if v is None:
+        return "None"
+    if isinstance(v, (bool, int, float)):
+        return repr(v)
+    if isinstance(v, (tuple, list)):
+        tag = runner.tags[a] if a < len(getattr(runner, "tags", ())) else None
+        if tag in (7, 10, 11) and all(isinstance(j, int) for j in v):  # Int/Tensor/OptionalTensor list: indices
+            return "[" + ", ".join(_describe_arg(runner, j) if j >= 0 else "None" for j in v[:8]) + \
+                (", ...]" if len(v) > 8 else "]")
+        return repr(list(v)[:8])
+    return type(v).__name__
+
+
+def profile_report(prof: Profile, wall_per_run: float, top: int = 15) -> dict:
+    runs = max(prof.runs, 1)
+    ops = sorted(((n, t / runs, c / runs) for n, (t, c) in prof.by_op.items()), key=lambda r: -r[1])
+    steps_total = sum(t for _, t, _ in ops)
+    instrs = sorted(prof.by_instr, key=lambda r: -r[4][0])[:top]
+    return {
+        "runs": prof.runs,
+        "wall_per_run_s": wall_per_run,
+        "steps_total_per_run_s": steps_total,
+        "outside_steps_per_run_s": wall_per_run - steps_total,
+        "ops": [{"op": n, "per_run_s": t, "calls_per_run": c, "share": t / wall_per_run if wall_per_run else 0.0}
+                for n, t, c in ops],
+        "top_instructions": [{"chain": ci, "pc": pc, "op": name, "per_run_s": rec[0] / runs,
+                              "args": [_describe_arg(prof.runner, a) for a in args[:6]]}
+                             for ci, pc, name, args, rec in instrs],
+    }
+
+
+def format_profile(rep: dict, title: str = "", top: int = 15) -> str:
+    us = 1e6
+    lines = []
+    if title:
+        lines.append(f"### pterun profile: {title}")
+        lines.append("")
+    lines.append(f"{rep['runs']} profiled runs; wall {rep['wall_per_run_s'] * 1e3:.3f} ms per run (with the "
+                 f"profiler's own overhead), of which steps {rep['steps_total_per_run_s'] * 1e3:.3f} ms and "
+                 f"outside the steps (input/output copies, the interpreter loop, the profiler's wrappers) "
+                 f"{rep['outside_steps_per_run_s'] * 1e3:.3f} ms.")
+    lines.append("")
+    lines.append("| operator | calls/run | ms/run | share | µs/call |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for r in rep["ops"][:top]:
+        per_call = r["per_run_s"] / r["calls_per_run"] * us if r["calls_per_run"] else 0.0
+        lines.append(f"| `{r['op']}` | {r['calls_per_run']:g} | {r['per_run_s'] * 1e3:.3f} | "
+                     f"{r['share'] * 100:.1f}% | {per_call:.1f} |")
+    if len(rep["ops"]) > top:
+        rest = sum(r["per_run_s"] for r in rep["ops"][top:])
+        lines.append(f"| ({len(rep['ops']) - top} more) | | {rest * 1e3:.3f} | | |")
+    lines.append("")
+    lines.append("Slowest instructions:")
+    lines.append("")
+    lines.append("| chain:pc | operator | ms/run | arguments |")
+    lines.append("|---|---|---:|---|")
+    for r in rep["top_instructions"][:10]:
+        lines.append(f"| {r['chain']}:{r['pc']} | `{r['op']}` | {r['per_run_s'] * 1e3:.3f} | "
+                     f"{', '.join(r['args'])} |")
+    return "\n".join(lines)
+
+
+# --- main -------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("pte", help="the .pte program")
+    ap.add_argument("--runtime", choices=("pterun", "executorch"), default="pterun")
+    ap.add_argument("--pterun-src", default="", help="folder put first on sys.path before importing pterun "
+                    "(default: this checkout's src/; 'none' uses whatever pterun is installed)")
+    ap.add_argument("--method", default="forward")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=2.5, help="seconds of timed calls (default 2.5)")
+    ap.add_argument("--min-calls", type=int, default=5)
+    ap.add_argument("--max-calls", type=int, default=200000)
+    ap.add_argument("--max-time", type=float, default=15.0,
+                    help="stop a slow program after this many seconds of calls ... (default 15)")
+    ap.add_argument("--min-calls-slow", type=int, default=2, help="... once it has made this many (default 2)")
+    ap.add_argument("--save-outputs", default="", help="write the first call's outputs to this .npz")
+    ap.add_argument("--profile", action="store_true", help="pterun only: per-operator time breakdown")
+    ap.add_argument("--top", type=int, default=15, help="rows of the --profile table")
+    ap.add_argument("--quiet", action="store_true", help="print only the JSON line")
+    return ap.parse_args(argv)
+
+
+def timed_calls(call, budget, min_calls, max_calls, max_time, min_calls_slow):
+    clock = time.perf_counter
+    times = []
+    start = clock()
+    while True:
+        t = clock()
+        call()
+        times.append(clock() - t)
+        n = len(times)
+        el = clock() - start
+        if n >= max_calls or (n >= min_calls and el >= budget) or (n >= min_calls_slow and el >= max_time):
+            return times
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    res = {"runtime": RUNTIME, "pte": args.pte, "method": args.method, "import_s": IMPORT_S,
+           "rss_after_import_mb": RSS_AFTER_IMPORT_MB, "python": sys.executable, "pid": os.getpid()}
+    stage = "load"
+    try:
+        t0 = time.perf_counter()
+        prog = RuntimeCls.get().load_program(args.pte)
+        method = prog.load_method(args.method)
+        res["load_s"] = time.perf_counter() - t0
+        if RUNTIME == "pterun":
+            res["instructions"], res["plan_instructions"] = count_instructions(method)
+        stage = "inputs"
+        meta = prog.metadata(args.method)
+        raw = make_inputs(meta, args.seed)
+        res["inputs"] = [f"{_SCALAR_NAME.get(st, st)}{list(a.shape)}" for st, a in raw]
+        inputs = convert_inputs(raw, RUNTIME, meta)
+        execute = method.execute
+
+        if args.profile:
+            if RUNTIME != "pterun":
+                raise NotImplementedError("--profile is only available for --runtime pterun")
+            stage = "profile"
+            prof = install_profiler(method)
+            execute(inputs)  # warm-up, not counted
+            prof.reset()
+            times = timed_calls(lambda: execute(inputs), args.budget, args.min_calls, args.max_calls,
+                                args.max_time, args.min_calls_slow)
+            prof.runs = len(times)
+            rep = profile_report(prof, float(np.median(times)) if times else 0.0, args.top)
+            # the per-run numbers above are means over the runs; report the wall the same way
+            rep["wall_per_run_s"] = sum(times) / len(times)
+            rep["outside_steps_per_run_s"] = rep["wall_per_run_s"] - rep["steps_total_per_run_s"]
+            for r in rep["ops"]:
+                r["share"] = r["per_run_s"] / rep["wall_per_run_s"] if rep["wall_per_run_s"] else 0.0
+            res["profile"] = rep
+            if not args.quiet:
+                print(format_profile(rep, os.path.basename(args.pte), args.top), flush=True)
+        else:
+            stage = "first call"
+            t0 = time.perf_counter()
+            outs = execute(inputs)
+            res["first_call_s"] = time.perf_counter() - t0
+            if args.save_outputs:
+                np.savez(args.save_outputs, **to_numpy_outputs(outs))
+            del outs
+            stage = "calls"
+            times = timed_calls(lambda: execute(inputs), args.budget, args.min_calls, args.max_calls,
+                                args.max_time, args.min_calls_slow)
+            ts = np.sort(np.asarray(times))
+            res.update(calls=len(times), median_s=float(np.median(ts)), p90_s=float(np.percentile(ts, 90)),
+                       min_s=float(ts[0]), mean_s=float(ts.mean()))
+    except BaseException as e:  # report, never crash the driver
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        res["error_type"] = type(e).__name__
+        res["error"] = f"{stage}: {str(e)[:600]}"
+        if not args.quiet:
+            traceback.print_exc(file=sys.stderr)
+    res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    sys.stdout.flush()
+    print(MARK + json.dumps(res), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
