@@ -107,10 +107,25 @@ class OperatorRegistry:
 class Runtime:
     """Entry point: ``Runtime.get().load_program(path)``."""
 
-    def __init__(self, *, tensor_output: str | None = None):
+    def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None):
+        """Args:
+            tensor_output: default for :meth:`load_program`'s ``tensor_output``.
+            num_threads: BLAS threads for matrix products (process-wide). Defaults to
+                ``$PTERUN_NUM_THREADS`` when set, else the BLAS library's own setting is left alone.
+        """
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
+        if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
+            try:
+                num_threads = int(os.environ["PTERUN_NUM_THREADS"])
+            except ValueError:
+                raise ValueError(f"PTERUN_NUM_THREADS must be a positive integer, got "
+                                 f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
+        self.num_threads = num_threads
+        if num_threads is not None:
+            from pterun.threads import set_blas_threads
+            set_blas_threads(num_threads)
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
