@@ -10,7 +10,6 @@ Example::
 
 from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, KernelError,
                            MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError, VerificationError)
-from pterun.bundled import BundledProgram, VerificationResult
 from pterun.runtime import Method, MethodMeta, Program, Runtime, TensorInfo, Verification
 
 __version__ = "0.1.0"
@@ -21,3 +20,11 @@ __all__ = [
     "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "OperatorMissingError",
     "NotSupportedError", "DelegateError", "KernelError", "VerificationError", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    # bundled-program support is imported on first use, keeping ``import pterun`` light
+    if name in ("BundledProgram", "VerificationResult"):
+        from pterun import bundled
+        return getattr(bundled, name)
+    raise AttributeError(f"module 'pterun' has no attribute {name!r}")

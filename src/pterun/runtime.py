@@ -28,7 +28,6 @@ from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_
                                    read_program)
 from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
-from pterun.kernels import KERNELS
 
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
@@ -83,11 +82,13 @@ class BackendRegistry:
 
     @property
     def registered_backend_names(self) -> list[str]:
-        return sorted(BACKENDS)
+        return list(BACKENDS)
 
     def is_available(self, backend_name: str) -> bool:
-        b = BACKENDS.get(backend_name)
-        return bool(b is not None and b.is_available())
+        try:
+            return bool(BACKENDS[backend_name].is_available())
+        except KeyError:
+            return False
 
     def __repr__(self) -> str:
         return f"BackendRegistry({self.registered_backend_names})"
@@ -98,10 +99,11 @@ class OperatorRegistry:
 
     @property
     def operator_names(self) -> set[str]:
+        from pterun.kernels import KERNELS
         return set(KERNELS)
 
     def __repr__(self) -> str:
-        return f"OperatorRegistry({len(KERNELS)} operators)"
+        return f"OperatorRegistry({len(self.operator_names)} operators)"
 
 
 class Runtime:

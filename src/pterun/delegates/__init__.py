@@ -15,7 +15,8 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import importlib
+from collections.abc import MutableMapping
 from typing import Callable, Protocol
 
 import numpy as np
@@ -23,16 +24,21 @@ import numpy as np
 __all__ = ["Backend", "DelegateContext", "BACKENDS", "register_backend"]
 
 
-@dataclass(frozen=True)
 class DelegateContext:
-    """What a backend may need at init besides its blob."""
+    """What a backend may need at init besides its blob.
 
-    program_name: str
-    method_name: str
-    delegate_index: int
-    #: Look up a named-data blob (program ``named_data`` and any ``.ptd`` files) as a read-only uint8 array;
-    #: raises :class:`~pterun.errors.MethodNotFoundError` for an unknown key.
-    named_data: Callable[[str], np.ndarray]
+    ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
+    read-only uint8 array; it raises :class:`~pterun.errors.MethodNotFoundError` for an unknown key.
+    """
+
+    __slots__ = ("program_name", "method_name", "delegate_index", "named_data")
+
+    def __init__(self, program_name: str, method_name: str, delegate_index: int,
+                 named_data: Callable[[str], np.ndarray]):
+        self.program_name = program_name
+        self.method_name = method_name
+        self.delegate_index = delegate_index
+        self.named_data = named_data
 
 
 class Executor(Protocol):
@@ -49,14 +55,44 @@ class Backend(Protocol):
         ...
 
 
-BACKENDS: dict[str, Backend] = {}
+class _Registry(MutableMapping):
+    """Backends by name. Built-in backends are imported on first lookup, keeping ``import pterun`` light."""
+
+    def __init__(self, lazy: dict[str, str]):
+        self._loaded: dict[str, Backend] = {}
+        self._lazy = dict(lazy)  # name -> module that registers it when imported
+
+    def __getitem__(self, name: str) -> Backend:
+        module = self._lazy.pop(name, None)
+        if module is not None:
+            importlib.import_module(module)
+        return self._loaded[name]
+
+    def __setitem__(self, name: str, backend: Backend) -> None:
+        self._lazy.pop(name, None)
+        self._loaded[name] = backend
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._loaded and name not in self._lazy:
+            raise KeyError(name)
+        self._loaded.pop(name, None)
+        self._lazy.pop(name, None)
+
+    def __iter__(self):
+        return iter(sorted(set(self._loaded) | set(self._lazy)))
+
+    def __len__(self) -> int:
+        return len(set(self._loaded) | set(self._lazy))
+
+    def __contains__(self, name) -> bool:
+        return name in self._loaded or name in self._lazy
+
+
+BACKENDS = _Registry({"XnnpackBackend": "pterun.delegates.xnnpack"})
 
 
 def register_backend(backend: Backend) -> Backend:
-    if backend.name in BACKENDS:
+    if backend.name in BACKENDS._loaded:
         raise RuntimeError(f"backend {backend.name!r} is registered twice")
     BACKENDS[backend.name] = backend
     return backend
-
-
-from pterun.delegates import xnnpack  # noqa: E402,F401  (registers XnnpackBackend)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,19 +42,40 @@ MAX_RANK = 16
 _MIN_HEAD_BYTES = 64
 
 
-@dataclass(frozen=True, slots=True)
-class TensorDesc:
+class _Record:
+    """A small immutable record (plain classes keep ``dataclasses`` out of ``import pterun``)."""
+
+    __slots__ = ()
+
+    def __init__(self, *args, **kwargs):
+        names = self.__slots__
+        values = dict(zip(names, args), **kwargs)
+        for name, default in zip(reversed(names), reversed(self._defaults)):
+            values.setdefault(name, default)
+        for name in names:
+            object.__setattr__(self, name, values[name])
+
+    _defaults: tuple = ()
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other):
+        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self):
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
+
+
+class TensorDesc(_Record):
     """A Tensor EValue as serialized. ``memory_id`` is None for tensors that are not memory planned."""
 
-    scalar_type: int
-    sizes: tuple[int, ...]
-    dim_order: tuple[int, ...]
-    data_buffer_idx: int
-    memory_id: int | None
-    memory_offset: int
-    dynamism: int
-    fqn: str | None = None
-    location: int = SEGMENT
+    __slots__ = ("scalar_type", "sizes", "dim_order", "data_buffer_idx", "memory_id", "memory_offset", "dynamism",
+                 "fqn", "location")
+    _defaults = (None, SEGMENT)  # fqn, location
 
     @property
     def dtype(self) -> np.dtype:
@@ -74,37 +94,33 @@ class TensorDesc:
         return self.memory_id is not None or self.data_buffer_idx != 0
 
 
-@dataclass(frozen=True, slots=True)
-class DelegateDesc:
-    backend_id: str
-    location: int  # 0 = inline (Program.backend_delegate_data), 1 = segment
-    index: int
-    compile_specs: tuple[tuple[str, bytes], ...]
+class DelegateDesc(_Record):
+    """A BackendDelegate: backend name, where its processed blob is (0 inline, 1 segment), compile specs."""
+
+    __slots__ = ("backend_id", "location", "index", "compile_specs")
 
 
-@dataclass(frozen=True, slots=True)
-class PlanHeader:
+class PlanHeader(_Record):
     """What is known about a method without parsing its values and instructions."""
 
-    index: int
-    name: str
+    __slots__ = ("index", "name")
 
 
-@dataclass(slots=True)
 class Plan:
-    """A fully parsed and validated execution plan (one method)."""
+    """A fully parsed and validated execution plan (one method).
 
-    name: str
-    values: list  # list of (tag, payload)
-    inputs: tuple[int, ...]
-    outputs: tuple[int, ...]
-    chains: list  # list of list of (kind, a, b)
-    operators: list[str]
-    delegates: list[DelegateDesc]
-    buffer_sizes: tuple[int, ...]  # non_const_buffer_sizes, entry 0 reserved
-    input_spec: str | None = None
-    output_spec: str | None = None
-    stacktraces: list = field(default_factory=list)
+    ``values`` are ``(tag, payload)`` pairs; ``chains`` lists of ``(kind, a, b)`` instructions;
+    ``buffer_sizes`` is ``non_const_buffer_sizes`` (entry 0 reserved).
+    """
+
+    __slots__ = ("name", "values", "inputs", "outputs", "chains", "operators", "delegates", "buffer_sizes",
+                 "input_spec", "output_spec")
+
+    def __init__(self, name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
+                 input_spec=None, output_spec=None):
+        self.name, self.values, self.inputs, self.outputs = name, values, inputs, outputs
+        self.chains, self.operators, self.delegates, self.buffer_sizes = chains, operators, delegates, buffer_sizes
+        self.input_spec, self.output_spec = input_spec, output_spec
 
 
 def _fail(name: str, what: str) -> InvalidProgramError:

@@ -10,23 +10,22 @@ Example::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 
 from pterun.errors import InvalidProgramError
 from pterun.format import dtypes
 from pterun.format.flatbuffer import Buffer, Table
+from pterun.format.program import _Record
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
 
-@dataclass(frozen=True, slots=True)
-class TensorLayout:
-    scalar_type: int
-    sizes: tuple[int, ...]
-    dim_order: tuple[int, ...]
+class TensorLayout(_Record):
+    """dtype, sizes and dim order of a .ptd entry."""
+
+    __slots__ = ("scalar_type", "sizes", "dim_order")
 
     @property
     def nbytes(self) -> int:

@@ -29,7 +29,6 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
                                    TAG_NAMES, TENSOR, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
-from pterun.kernels import KERNELS
 
 log = logging.getLogger("pterun")
 
@@ -76,6 +75,7 @@ class MethodRunner:
         return InvalidProgramError(f"{self.where}: {what}")
 
     def _check_supported(self) -> None:
+        KERNELS = _kernels()
         for i, (tag, p) in enumerate(self.plan.values):
             if tag == TENSOR:
                 if p.dynamism == DYNAMIC_UNBOUND:
@@ -201,6 +201,7 @@ class MethodRunner:
 
     def _find_volatile(self) -> set[int]:
         """Slots whose content or tensor view can change during a run."""
+        KERNELS = _kernels()
         vol = set()
         for i, (tag, p) in enumerate(self.plan.values):
             if tag == TENSOR and p.dynamism != STATIC:
@@ -221,6 +222,7 @@ class MethodRunner:
         return vol
 
     def _build_chain(self, chain, ci: int):
+        KERNELS = _kernels()
         steps, info = [], []
         has_jumps = False
         for pc, (kind, a, b) in enumerate(chain):
@@ -411,3 +413,9 @@ class MethodRunner:
 
 def _noop():
     return None
+
+
+def _kernels() -> dict:
+    """The kernel registry; importing it loads every kernel family, so it happens at first method load."""
+    from pterun.kernels import KERNELS
+    return KERNELS
