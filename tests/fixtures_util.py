@@ -52,8 +52,9 @@ def assert_matches(actual, expected, where: str, rtol_scale: float = 1e-4) -> No
                                      f"worst (index, expected, actual): {rows}")
         else:
             mism = np.argwhere(actual != expected)
-            assert mism.size == 0, (f"{where}: {len(mism)} mismatches, first at {mism[:5].tolist()}: expected "
-                                    f"{[expected[tuple(i)] for i in mism[:5]]}, got {[actual[tuple(i)] for i in mism[:5]]}")
+            first = [tuple(i) for i in mism[:5]]
+            assert mism.size == 0, (f"{where}: {len(mism)} mismatches, first at {first}: expected "
+                                    f"{[expected[i] for i in first]}, got {[actual[i] for i in first]}")
     else:
         assert type(actual) is type(expected), f"{where}: type {type(actual).__name__} != {type(expected).__name__}"
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"

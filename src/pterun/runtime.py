@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import enum
 import functools
-import io
 import mmap
 import os
+import struct
 import threading
 from pathlib import Path
 from typing import Any, Sequence
@@ -166,7 +166,6 @@ class Runtime:
         external = _open_data_files(data_path)
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
 
-
     def load_bundled_program(self, data, *, data_path=None,
                              verification: Verification = Verification.InternalConsistency,
                              tensor_output: str | None = None):
@@ -188,7 +187,7 @@ class Runtime:
 
 
 def _guard(fn, *args):
-    import struct
+    """Run a parsing step; a low-level error from a corrupt file becomes InvalidProgramError."""
     try:
         return fn(*args)
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as e:

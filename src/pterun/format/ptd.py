@@ -56,8 +56,9 @@ class PtdFile:
         self.segment_base = buf.unpack(_U64, 32)
         self.segment_size = buf.unpack(_U64, 40)
         if self.segment_base + self.segment_size > buf.size:
-            raise InvalidProgramError(f"{name}: segments span {self.segment_base}..{self.segment_base + self.segment_size}"
-                                      f" but the file has {buf.size} bytes (truncated?)")
+            end = self.segment_base + self.segment_size
+            raise InvalidProgramError(f"{name}: segments span {self.segment_base}..{end} but the file has "
+                                      f"{buf.size} bytes (truncated?)")
         root = Table.root(buf, "FlatTensor")
         segments = []
         for i, s in enumerate(root.tables(6, "DataSegment")):

@@ -14,19 +14,17 @@ Example::
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 
 import numpy as np
 
 from pterun.delegates import BACKENDS, DelegateContext
-from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, KernelError,
+from pterun.errors import (DelegateError, InvalidProgramError, KernelError,
                            MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError)
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND, EXTERNAL, FREE_CALL, INT,
-                                   INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, STATIC, STRING,
-                                   TAG_NAMES, TENSOR, Plan, ProgramFile, TensorDesc)
+                                   INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, STATIC, TAG_NAMES, TENSOR, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
 
