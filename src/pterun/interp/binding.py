@@ -116,8 +116,9 @@ class Binder:
             return True, get
         return False, [values[j].array if j >= 0 and values[j] is not None else None for j in items]
 
-    def writer(self, arg: Arg, i: int):
-        """A function ``write(result)`` storing a kernel's result for a written (``!``) argument."""
+    def writer(self, arg: Arg | None, i: int):
+        """A function ``write(result)`` storing a kernel's result for a written (``!``) argument, or for the
+        return slot when ``arg`` is None."""
         tag = self.tags[i]
         if tag == TENSOR:
             dyn, t = self.tensor_object(i)
@@ -134,4 +135,5 @@ class Binder:
                 for j, r in zip(items, results):
                     values[j].write(r)
             return write_list
-        raise self.fail(f"written argument {arg.name!r} is bound to a {TAG_NAMES.get(tag, tag)} value")
+        what = f"written argument {arg.name!r}" if arg is not None else "the return slot"
+        raise self.fail(f"{what} is bound to a {TAG_NAMES.get(tag, tag)} value")

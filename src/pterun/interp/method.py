@@ -282,12 +282,19 @@ class MethodRunner:
         if schema.mutable:
             writers = [binder.writer(schema.args[m], args[m]) for m in schema.mutable]
             if len(writers) == 1:
-                write = writers[0]
+                w0 = writers[0]
+
+                def write(result):  # None: the kernel updated its argument in place
+                    if result is not None:
+                        w0(result)
             else:
                 def write(results, writers=writers):
                     for w, r in zip(writers, results):
                         if r is not None:
                             w(r)
+        elif len(args) == n + 1 and self.tags[args[-1]] == TENSOR:
+            # a functional op returning a new tensor (allclose.Tensor): the result goes into the return slot
+            write = binder.writer(None, args[-1])
         else:
             if len(args) != n + 1:
                 raise self.fail(f"{where} returns a value but has no return slot")

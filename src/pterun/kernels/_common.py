@@ -1,23 +1,25 @@
-"""Semantics every kernel family shares: PyTorch type promotion, dim wrapping, scalar handling.
+"""Semantics every kernel family shares: ExecuTorch's type promotion, dim wrapping, scalar conversion.
 
 Kernels call these instead of re-deriving the rules. Example::
 
     >>> import numpy as np
-    >>> promote(np.zeros(3, np.int32), 2.5)
+    >>> common_dtype(np.zeros(3, np.int32), 2.5)
     dtype('float32')
+    >>> common_dtype(np.zeros(3, np.uint8), np.zeros((), np.int8))  # 0-d tensors promote like any other
+    dtype('int16')
     >>> wrap_dim(-1, 3)
     2
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pterun.format.dtypes import BFLOAT16
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
-_DEFAULT = {_BOOL: np.dtype(np.bool_), _INT: np.dtype(np.int64), _FLOAT: np.dtype(np.float32),
-            _COMPLEX: np.dtype(np.complex64)}
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
@@ -57,45 +59,6 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     return np.promote_types(a, b)
 
 
-def _scalar_category(s) -> int:
-    if isinstance(s, (bool, np.bool_)):
-        return _BOOL
-    if isinstance(s, (int, np.integer)):
-        return _INT
-    if isinstance(s, complex):
-        return _COMPLEX
-    return _FLOAT
-
-
-def promote(*operands) -> np.dtype:
-    """The dtype PyTorch computes in for these operands (arrays, 0-d arrays, or Python scalars).
-
-    Dimensioned tensors dominate 0-d tensors of the same category, which dominate Python scalars; a
-    higher category from a weaker operand wins but takes that level's type (scalars: the default type).
-    """
-    dim = zero = None
-    scalar_cat = -1
-    for x in operands:
-        if x is None:
-            continue
-        if isinstance(x, np.ndarray):
-            if x.ndim:
-                dim = x.dtype if dim is None else promote_types(dim, x.dtype)
-            else:
-                zero = x.dtype if zero is None else promote_types(zero, x.dtype)
-        elif isinstance(x, np.generic):
-            zero = x.dtype if zero is None else promote_types(zero, x.dtype)
-        else:
-            scalar_cat = max(scalar_cat, _scalar_category(x))
-    result = dim
-    if zero is not None:
-        if result is None or category(zero) > category(result):
-            result = zero
-    if scalar_cat >= 0 and (result is None or scalar_cat > category(result)):
-        result = _DEFAULT[scalar_cat]
-    return result if result is not None else F32
-
-
 def wrap_dim(dim: int, ndim: int) -> int:
     """A possibly negative dim as an index in ``range(ndim)`` (0-d tensors accept 0 and -1)."""
     n = max(ndim, 1)
@@ -122,15 +85,86 @@ def as_dtype(x, dtype: np.dtype) -> np.ndarray:
     return np.asarray(x).astype(dtype, copy=False)
 
 
-def compute_dtype(out_dtype: np.dtype, *operands) -> np.dtype:
-    """Dtype to compute an arithmetic op in: the promoted type, widened from half types to float32 as
-    ExecuTorch's portable kernels do for their accumulation."""
-    ct = promote(*operands)
-    if ct == np.float16 or ct == BFLOAT16:
-        return F32
-    return ct
-
-
 def scalar_value(s, dtype: np.dtype):
-    """A Python scalar converted to ``dtype`` with C-style wrap-around for out-of-range integers."""
-    return np.array(s).astype(dtype)
+    """A Python scalar converted to ``dtype`` as C's ``static_cast`` does (integers wrap around, floats
+    truncate toward zero), which is how ExecuTorch's ``scalar_to<CTYPE>`` reads a Scalar argument."""
+    if isinstance(s, int) and not isinstance(s, bool) and dtype.kind in "iu":
+        return np.array(s & 0xFFFFFFFFFFFFFFFF, np.uint64).astype(dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.array(s).astype(dtype)
+
+
+def checked_scalar(s, dtype: np.dtype):
+    """A Scalar converted to ``dtype`` the way ExecuTorch's ``check_overflow_scalar_cast`` does for fill
+    values: out-of-range values are an error rather than wrapping; floats truncate into integer types."""
+    if dtype.kind in "iu":
+        v = s if isinstance(s, (int, np.integer)) else (math.trunc(s) if math.isfinite(s) else None)
+        info = np.iinfo(dtype)
+        if v is None or not info.min <= v <= info.max:
+            raise ValueError(f"value {s!r} does not fit {dtype}")
+    elif dtype.kind != "b" and isinstance(s, float) and math.isfinite(s):
+        with np.errstate(over="ignore"):
+            if not np.isfinite(np.array(s).astype(dtype)):
+                raise ValueError(f"value {s!r} does not fit {dtype}")
+    return scalar_value(s, dtype)
+
+
+# -- ExecuTorch's promotion rules ---------------------------------------------------------------------------
+# Portable kernels promote by dtype only (``promoteTypes``): unlike eager PyTorch, a 0-d tensor operand is
+# not weaker than a dimensioned one. Scalars follow ``promote_type_with_scalar``. The compute type widens
+# Half/BFloat16 to Float (``get_compute_type``).
+def promote_dtypes(*dtypes) -> np.dtype:
+    """``promoteTypes`` folded over dtypes."""
+    result = dtypes[0]
+    for d in dtypes[1:]:
+        result = promote_types(result, d)
+    return result
+
+
+def promote_scalar(dtype: np.dtype, s) -> np.dtype:
+    """``promote_type_with_scalar``: a float scalar lifts bool/int tensors to float32, an int scalar lifts
+    bool tensors to int64; otherwise the tensor's dtype stays."""
+    if dtype.kind == "c" or isinstance(s, (bool, np.bool_)):
+        return dtype
+    if isinstance(s, (float, np.floating)):
+        return dtype if is_floating(dtype) else F32
+    return dtype if dtype.kind != "b" else I64
+
+
+def common_dtype(a, b) -> np.dtype:
+    """The common dtype of a binary op's operands (arrays, or an array and a Python scalar)."""
+    if isinstance(b, np.ndarray):
+        return promote_types(a.dtype, b.dtype) if isinstance(a, np.ndarray) else promote_scalar(b.dtype, a)
+    return promote_scalar(a.dtype, b)
+
+
+def widen_half(dtype: np.dtype) -> np.dtype:
+    """``get_compute_type``: Half and BFloat16 compute in Float."""
+    return F32 if dtype == np.float16 or dtype == BFLOAT16 else dtype
+
+
+def to_compute(x, dtype: np.dtype):
+    """An operand in the compute dtype: arrays are cast, scalars converted as ``scalar_to<CTYPE>`` does."""
+    if isinstance(x, np.ndarray):
+        return as_dtype(x, dtype)
+    return scalar_value(x, dtype)
+
+
+def float_compute(x: np.ndarray) -> np.ndarray:
+    """The input of a float-valued unary op as ExecuTorch reads it: double stays double, everything else
+    (ints, bool, half types) is computed in float32."""
+    return x if x.dtype == F64 else as_dtype(x, F32)
+
+
+def floor_divide(a: np.ndarray, b) -> np.ndarray:
+    """ExecuTorch's ``utils::floor_divide``: ints round toward -inf; floats are ``(a - fmod(a, b)) / b``
+    minus one when the remainder's sign differs from b's, and ``b == 0`` gives +-inf by a's sign bit
+    (even for 0 / 0, where eager PyTorch gives NaN)."""
+    if a.dtype.kind in "iub":
+        return np.floor_divide(a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mod = np.fmod(a, b)
+        div = (a - mod) / b
+        div = np.where((mod != 0) & (np.signbit(b) != np.signbit(mod)), div - 1, div)
+        inf = np.where(np.signbit(a), -np.inf, np.inf).astype(div.dtype, copy=False)
+        return np.where(b == 0, inf, div)

@@ -164,12 +164,6 @@ def max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ce
     return vals, idx
 
 
-@register("aten::max_pool2d.out")
-def max_pool2d_out(self, kernel_size, stride, padding, dilation, ceil_mode, out):
-    """max_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False, *, Tensor(a!) out) -> Tensor(a!)"""
-    return max_pool2d_with_indices_out(self, kernel_size, stride, padding, dilation, ceil_mode, out, None)[0]
-
-
 @register("aten::avg_pool2d.out")
 def avg_pool2d_out(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, out):
     """avg_pool2d.out(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None, *, Tensor(a!) out) -> Tensor(a!)"""

@@ -1,6 +1,7 @@
 """Kernels that create tensors: full, full_like, zeros, ones, fill, scalar_tensor, arange, empty.
 
-Example::
+Fill values convert as ExecuTorch's ``check_overflow_scalar_cast``: a value the output dtype cannot hold is
+an error. Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.creation import full_out
@@ -14,20 +15,20 @@ import math
 
 import numpy as np
 
-from pterun.kernels._common import scalar_value
+from pterun.kernels._common import F64, checked_scalar
 from pterun.kernels.registry import register
 
 
 @register("aten::full.out")
 def full_out(size, fill_value, out):
     """full.out(SymInt[] size, Scalar fill_value, *, Tensor(a!) out) -> Tensor(a!)"""
-    return np.full(tuple(size), scalar_value(fill_value, out.dtype), dtype=out.dtype)
+    return np.full(tuple(size), checked_scalar(fill_value, out.dtype), dtype=out.dtype)
 
 
 @register("aten::full_like.out")
 def full_like_out(self, fill_value, memory_format, out):
     """full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.full(self.shape, scalar_value(fill_value, out.dtype), dtype=out.dtype)
+    return np.full(self.shape, checked_scalar(fill_value, out.dtype), dtype=out.dtype)
 
 
 @register("aten::zeros.out")
@@ -42,22 +43,10 @@ def ones_out(size, out):
     return np.ones(tuple(size), dtype=out.dtype)
 
 
-@register("aten::zeros_like.out")
-def zeros_like_out(self, memory_format, out):
-    """zeros_like.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.zeros(self.shape, dtype=out.dtype)
-
-
-@register("aten::ones_like.out")
-def ones_like_out(self, memory_format, out):
-    """ones_like.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.ones(self.shape, dtype=out.dtype)
-
-
 @register("aten::fill.Scalar_out")
 def fill_scalar_out(self, value, out):
     """fill.Scalar_out(Tensor self, Scalar value, *, Tensor(a!) out) -> Tensor(a!)"""
-    return np.full(self.shape, scalar_value(value, out.dtype), dtype=out.dtype)
+    return np.full(self.shape, checked_scalar(value, self.dtype), dtype=self.dtype)
 
 
 @register("aten::fill.Tensor_out")
@@ -65,24 +54,27 @@ def fill_tensor_out(self, value, out):
     """fill.Tensor_out(Tensor self, Tensor value, *, Tensor(a!) out) -> Tensor(a!)"""
     if value.ndim != 0:
         raise ValueError(f"fill value must be a 0-d tensor, got shape {list(value.shape)}")
-    return np.full(self.shape, value.astype(out.dtype), dtype=out.dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.full(self.shape, value.astype(self.dtype), dtype=self.dtype)
 
 
 @register("aten::scalar_tensor.out")
 def scalar_tensor_out(s, out):
     """scalar_tensor.out(Scalar s, *, Tensor(a!) out) -> Tensor(a!)"""
-    return scalar_value(s, out.dtype)
+    return checked_scalar(s, out.dtype)
 
 
 @register("aten::empty.out")
 def empty_out(size, memory_format, out):
     """empty.out(SymInt[] size, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.zeros(tuple(size), dtype=out.dtype)
+    return np.zeros(tuple(size), dtype=out.dtype)  # contents are undefined; zeros are as good as any
 
 
 @register("dim_order_ops::_empty_dim_order.out")
 def empty_dim_order_out(size, dim_order, out):
     """_empty_dim_order.out(int[] size, *, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)"""
+    if dim_order is not None and sorted(dim_order) != list(range(len(size))):
+        raise ValueError(f"dim_order {list(dim_order)} is not a permutation for size {list(size)}")
     return np.zeros(tuple(size), dtype=out.dtype)
 
 
@@ -95,8 +87,9 @@ def arange_out(end, out):
 @register("aten::arange.start_out")
 def arange_start_out(start, end, step, out):
     """arange.start_out(Scalar start, Scalar end, Scalar step=1, *, Tensor(a!) out) -> Tensor(a!)"""
-    if step == 0:
-        raise ValueError("arange step must be non-zero")
-    n = max(0, math.ceil((end - start) / step))
-    return (start + np.arange(n, dtype=np.float64) * step).astype(out.dtype) if not all(
-        isinstance(v, int) for v in (start, end, step)) else np.arange(start, start + n * step, step)[:n]
+    if step == 0 or (end - start) / step < 0 and math.ceil((end - start) / step) != 0:
+        raise ValueError(f"arange({start}, {end}, {step}) has a zero step or runs the wrong way")
+    n = math.ceil((float(end) - float(start)) / float(step))
+    # ExecuTorch: out[i] = static_cast<T>(start + i * step) in double
+    with np.errstate(invalid="ignore", over="ignore"):
+        return (float(start) + np.arange(n, dtype=F64) * float(step)).astype(out.dtype)

@@ -1,6 +1,7 @@
-"""Normalisation kernels: layer norm, inference batch norm, group norm.
+"""Normalisation kernels: layer norm, batch norm (inference, and batch statistics), group norm.
 
-Example::
+Like ExecuTorch's portable kernels, the statistics come from one pass of sums — ``var = E[x^2] - E[x]^2``
+— accumulated in float32 (group norm finishes in double). Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.norm import native_layer_norm_out
@@ -14,28 +15,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.kernels._common import F32
+from pterun.kernels._common import F32, F64, widen_half
 from pterun.kernels.registry import register
 
 
 def _f(x):
-    return x if x.dtype.itemsize >= 4 and x.dtype.kind == "f" else x.astype(F32)
+    return x.astype(widen_half(x.dtype), copy=False)
+
+
+def _moments(x, axes, acc, sums=F32):
+    """(mean, E[x^2] - mean^2) over ``axes`` (kept), from sums accumulated in ``sums``, finished in ``acc``."""
+    n = int(np.prod([x.shape[a] for a in axes]))
+    s = np.sum(x, axis=axes, dtype=sums, keepdims=True).astype(acc)
+    sq = np.sum(np.square(x.astype(sums, copy=False)), axis=axes, dtype=sums, keepdims=True).astype(acc)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = s / n
+        return mean, sq / n - mean * mean
 
 
 @register("aten::native_layer_norm.out")
 def native_layer_norm_out(input, normalized_shape, weight, bias, eps, out0, out1, out2):  # noqa: A002
     """native_layer_norm.out(Tensor input, SymInt[] normalized_shape, Tensor? weight, Tensor? bias, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
     k = len(normalized_shape)
-    if tuple(input.shape[input.ndim - k:]) != tuple(normalized_shape):
+    if k == 0 or tuple(input.shape[input.ndim - k:]) != tuple(normalized_shape):
         raise ValueError(f"normalized_shape {list(normalized_shape)} does not match the input's trailing dims "
                          f"{list(input.shape)}")
     x = _f(input)
     axes = tuple(range(input.ndim - k, input.ndim))
-    mean = np.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    var = np.mean(xc * xc, axis=axes, keepdims=True)
-    rstd = 1 / np.sqrt(var + eps)
-    y = xc * rstd
+    mean, var = _moments(x, axes, F32)  # float statistics even for double inputs, as ExecuTorch
+    std = np.sqrt(var + np.float32(eps))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        y = (x - mean.astype(x.dtype)) / std.astype(x.dtype)
+        rstd = 1 / std.astype(F64)
     if weight is not None:
         y = y * weight
     if bias is not None:
@@ -43,34 +54,62 @@ def native_layer_norm_out(input, normalized_shape, weight, bias, eps, out0, out1
     return y, mean, rstd
 
 
+def _batch_norm(x, mean, invstd, weight, bias):
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (_f(x) - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        y = y * _f(weight).reshape(shape)
+    if bias is not None:
+        y = y + _f(bias).reshape(shape)
+    return y
+
+
+def _inference(input, weight, bias, running_mean, running_var, eps):  # noqa: A002
+    mean, var = _f(running_mean), _f(running_var)
+    invstd = 1 / np.sqrt(var + var.dtype.type(eps))
+    y = _batch_norm(input, mean, invstd, weight, bias)
+    # ExecuTorch resizes the saved mean / invstd outputs to [0] in inference mode
+    empty = np.zeros(0, y.dtype)
+    return y, empty, empty
+
+
 @register("aten::_native_batch_norm_legit_no_training.out")
 def batch_norm_no_training_out(input, weight, bias, running_mean, running_var, momentum, eps, out0, out1, out2):  # noqa: A002
     """_native_batch_norm_legit_no_training.out(Tensor input, Tensor? weight, Tensor? bias, Tensor running_mean, Tensor running_var, float momentum, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
-    shape = (1, -1) + (1,) * (input.ndim - 2)
-    scale = 1 / np.sqrt(_f(running_var) + eps)
-    if weight is not None:
-        scale = scale * weight
-    shift = -running_mean * scale
-    if bias is not None:
-        shift = shift + bias
-    y = _f(input) * scale.reshape(shape) + shift.reshape(shape)
-    # ExecuTorch resizes the saved mean / invstd outputs to [0] in inference mode
-    empty = np.zeros(0, y.dtype)
-    return y, (empty if out1.ndim == 1 else None), (empty if out2.ndim == 1 else None)
+    return _inference(input, weight, bias, running_mean, running_var, eps)
+
+
+@register("aten::_native_batch_norm_legit.out")
+def batch_norm_legit_out(input, weight, bias, running_mean, running_var, training, momentum, eps, out,  # noqa: A002
+                         save_mean, save_invstd):
+    """_native_batch_norm_legit.out(Tensor input, Tensor? weight, Tensor? bias, Tensor(a!) running_mean, Tensor(b!) running_var, bool training, float momentum, float eps, *, Tensor(d!) out, Tensor(e!) save_mean, Tensor(f!) save_invstd) -> (Tensor(d!), Tensor(e!), Tensor(f!))"""
+    if training:
+        raise NotImplementedError("batch norm in training mode is not supported (as in ExecuTorch's portable "
+                                  "kernels: inference only)")
+    return (None, None) + _inference(input, weight, bias, running_mean, running_var, eps)
+
+
+@register("aten::_native_batch_norm_legit.no_stats_out")
+def batch_norm_no_stats_out(input, weight, bias, training, momentum, eps, out, save_mean, save_invstd):  # noqa: A002
+    """_native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!) save_invstd) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
+    x = _f(input)
+    axes = (0,) + tuple(range(2, x.ndim))
+    mean, var = _moments(x, axes, x.dtype)
+    invstd = 1 / np.sqrt(var + x.dtype.type(eps))
+    return _batch_norm(input, mean, invstd, weight, bias), mean.reshape(-1), invstd.reshape(-1)
 
 
 @register("aten::native_group_norm.out")
 def native_group_norm_out(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):  # noqa: A002, N803
     """native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
     x = _f(input).reshape(N, group, -1)
-    mean = x.mean(axis=2, keepdims=True)
-    xc = x - mean
-    var = (xc * xc).mean(axis=2, keepdims=True)
+    mean, var = _moments(x, (2,), F64)  # ExecuTorch: float sums, double statistics
     rstd = 1 / np.sqrt(var + eps)
-    y = (xc * rstd).reshape(input.shape)
-    shape = (1, C) + (1,) * (input.ndim - 2)
+    y = (x - mean) * rstd
+    shape = (1, group, C // group, -1)
+    y = y.reshape(N, group, C // group, -1)
     if weight is not None:
-        y = y * weight.reshape(shape)
+        y = y * weight.astype(F64).reshape(shape)
     if bias is not None:
-        y = y + bias.reshape(shape)
-    return y, mean.reshape(N, group), rstd.reshape(N, group)
+        y = y + bias.astype(F64).reshape(shape)
+    return y.reshape(input.shape), mean.reshape(N, group), rstd.reshape(N, group)

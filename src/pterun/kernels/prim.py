@@ -9,6 +9,8 @@ Example::
     >>> from pterun.kernels.prim import floordiv_scalar, floordiv_int
     >>> floordiv_scalar(-7, 2), floordiv_int(-7, 2)
     (-4, -3)
+    >>> floordiv_scalar(0.0, 0.0)
+    inf
 """
 
 from __future__ import annotations
@@ -45,12 +47,6 @@ def sym_numel(self):
     return int(self.size)
 
 
-@register("aten::sym_stride.int")
-def sym_stride_int(self, dim):
-    """sym_stride.int(Tensor self, int dim) -> SymInt"""
-    return int(self.strides[wrap_dim(dim, self.ndim)] // self.itemsize)
-
-
 @register("aten::_local_scalar_dense")
 def local_scalar_dense(self):
     """_local_scalar_dense(Tensor self) -> Scalar"""
@@ -62,35 +58,60 @@ def local_scalar_dense(self):
     return int(v) if self.dtype.kind in "iu" else float(v)
 
 
+def _wrap64(v):
+    """Python int arithmetic as C int64: results wrap around."""
+    return ((v + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63) if isinstance(v, int) else v
+
+
 def _binary(name, fn, check=_num):
     def kernel(a, b):
-        return fn(check(a, "a"), check(b, "b"))
+        return _wrap64(fn(check(a, "a"), check(b, "b")))
     kernel.__doc__ = f"{name}.Scalar(Scalar a, Scalar b) -> Scalar"
     kernel.__name__ = f"{name}_scalar"
     register(f"executorch_prim::{name}.Scalar")(kernel)
     return kernel
 
 
-add_scalar = _binary("add", lambda a, b: a + b)
-sub_scalar = _binary("sub", lambda a, b: a - b)
-mul_scalar = _binary("mul", lambda a, b: a * b)
+def _c_div(a: int, b: int) -> int:
+    """C integer division (truncation toward zero); division by zero is an error, not a crash."""
+    if b == 0:
+        raise ZeroDivisionError("integer division by zero")
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _c_mod(a: int, b: int) -> int:
+    """C ``%``: the remainder takes the dividend's sign."""
+    return a - _c_div(a, b) * b
 
 
 def _floordiv(a, b):
     if isinstance(a, int) and isinstance(b, int):
-        if b == 0:
-            raise ZeroDivisionError("integer floor division by zero")
-        return a // b
-    if b == 0:
-        return math.copysign(math.inf, a) if a else math.nan
-    return math.floor(a / b)
+        q = _c_div(a, b)
+        return q - 1 if (a < 0) != (b < 0) and q * b != a else q
+    a, b = float(a), float(b)
+    if b == 0:  # ExecuTorch: +-inf by the sign bit of a, even for 0 / 0
+        return -math.inf if math.copysign(1, a) < 0 else math.inf
+    mod = math.fmod(a, b)
+    div = (a - mod) / b
+    return div - 1 if mod != 0 and (math.copysign(1, b) < 0) != (math.copysign(1, mod) < 0) else div
 
 
+def _truediv(a, b):
+    a, b = float(a), float(b)
+    if b == 0:  # IEEE division, as C
+        return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1, b)
+    return a / b
+
+
+add_scalar = _binary("add", lambda a, b: a + b)
+sub_scalar = _binary("sub", lambda a, b: a - b)
+mul_scalar = _binary("mul", lambda a, b: a * b)
 floordiv_scalar = _binary("floordiv", _floordiv)
-truediv_scalar = _binary("truediv", lambda a, b: (a / b) if b else (math.copysign(math.inf, a) if a else math.nan))
+truediv_scalar = _binary("truediv", _truediv)
 sym_max_scalar = _binary("sym_max", max, _int)
 sym_min_scalar = _binary("sym_min", min, _int)
-mod_scalar = _binary("mod", lambda a, b: int(math.fmod(a, b)), _int)
+mod_scalar = _binary("mod", _c_mod, _int)
 
 
 def _compare(name, fn):
@@ -111,24 +132,19 @@ for _n, _f in (("eq", lambda a, b: a == b), ("gt", lambda a, b: a > b), ("lt", l
 @register("executorch_prim::floordiv.int")
 def floordiv_int(a, b):
     """floordiv.int(int a, int b) -> int"""
-    if b == 0:
-        raise ZeroDivisionError("integer division by zero")
-    q = abs(a) // abs(b)  # C truncation toward zero
-    return q if (a >= 0) == (b >= 0) else -q
+    return _wrap64(_c_div(_int(a), _int(b)))  # C truncation, despite the name
 
 
 @register("executorch_prim::mod.int")
 def mod_int(a, b):
     """mod.int(int a, int b) -> int"""
-    if b == 0:
-        raise ZeroDivisionError("integer modulo by zero")
-    return int(math.fmod(a, b))
+    return _c_mod(_int(a), _int(b))
 
 
 @register("executorch_prim::neg.Scalar")
 def neg_scalar(a):
     """neg.Scalar(Scalar a) -> Scalar"""
-    return -_num(a)
+    return _wrap64(-_num(a))
 
 
 @register("executorch_prim::sym_float.Scalar")
@@ -140,7 +156,9 @@ def sym_float_scalar(a):
 @register("executorch_prim::sym_int.Scalar")
 def sym_int_scalar(a):
     """sym_int.Scalar(Scalar a) -> int"""
-    return int(a)
+    if isinstance(a, float) and not math.isfinite(a):
+        raise ValueError(f"sym_int of {a}")
+    return _wrap64(int(a))  # truncation toward zero
 
 
 @register("executorch_prim::sym_not.Scalar")

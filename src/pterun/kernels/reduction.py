@@ -1,6 +1,8 @@
-"""Reductions and scans: sum, mean, amax/amin, argmax/argmin, any, var, max.dim, cumsum, topk, softmax.
+"""Reductions and scans: sum, mean, prod, amax/amin, max/min (dim and whole tensor), argmax/argmin, any,
+var/var_mean, cumsum, softmax/log_softmax.
 
-Example::
+ExecuTorch accumulates in the *output* dtype (half types in float32), so sums of int8 into int8 wrap the
+way the planned output would anyway, and NaN wins every max/min. Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.reduction import sum_out
@@ -10,37 +12,45 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from pterun.kernels._common import F32, I64, is_floating, is_integral, reduce_axes, wrap_dim
+from pterun.kernels._common import I64, is_floating, reduce_axes, widen_half, wrap_dim
 from pterun.kernels.registry import register
 
 
-def _acc_dtype(x, dtype, out):
-    """Accumulation dtype: the requested dtype, else out's; integer sums accumulate in int64."""
-    if dtype is not None:
-        return dtype
-    d = out.dtype
-    if is_integral(d, include_bool=True):
-        return I64
-    if d.itemsize < 4:
-        return F32
-    return d
+def _acc(out):
+    """The accumulation dtype: the output's, with half types widened to float32."""
+    return widen_half(out.dtype)
+
+
+def _axes(dim, ndim):
+    axes = reduce_axes(dim, ndim)
+    return None if axes is None else tuple(sorted(set(axes)))
+
+
+def _count(x, axes) -> int:
+    """How many elements each output element reduces over."""
+    return x.size if axes is None else math.prod(x.shape[a] for a in axes)
 
 
 @register("aten::sum.IntList_out")
 def sum_out(self, dim, keepdim, dtype, out):
     """sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.sum(self, axis=reduce_axes(dim, self.ndim), dtype=_acc_dtype(self, dtype, out), keepdims=keepdim)
+    return np.sum(self, axis=_axes(dim, self.ndim), dtype=_acc(out), keepdims=keepdim)
 
 
 @register("aten::mean.out")
 def mean_out(self, dim, keepdim, dtype, out):
     """mean.out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
-    acc = _acc_dtype(self, dtype, out)
+    acc = _acc(out)
     if not is_floating(acc):
         raise TypeError(f"mean needs a floating output dtype, got {out.dtype}")
-    return np.mean(self, axis=reduce_axes(dim, self.ndim), dtype=acc, keepdims=keepdim)
+    axes = _axes(dim, self.ndim)
+    total = np.sum(self, axis=axes, dtype=acc, keepdims=keepdim)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return total / acc.type(_count(self, axes))
 
 
 @register("aten::mean.dtype_out")
@@ -49,17 +59,26 @@ def mean_dtype_out(self, dtype, out):
     return mean_out(self, None, False, dtype, out)
 
 
-@register("aten::sum.out")
-def sum_dtype_out(self, dtype, out):
-    """sum.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
-    return sum_out(self, None, False, dtype, out)
+@register("aten::prod.int_out")
+def prod_int_out(self, dim, keepdim, dtype, out):
+    """prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
+    axis = wrap_dim(dim, self.ndim) if self.ndim else None
+    with np.errstate(over="ignore"):
+        return np.prod(self, axis=axis, dtype=_acc(out), keepdims=keepdim and self.ndim > 0)
+
+
+@register("aten::prod.out")
+def prod_out(self, dtype, out):
+    """prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
+    with np.errstate(over="ignore"):
+        return np.prod(self, dtype=_acc(out))
 
 
 def _extreme(fn, self, dim, keepdim):
-    axes = reduce_axes(dim, self.ndim)
-    if self.size == 0:
-        raise ValueError("cannot reduce an empty tensor")
-    return fn(self, axis=axes, keepdims=keepdim)
+    axes = _axes(dim, self.ndim)
+    if self.size == 0 and (axes is None or any(self.shape[a] == 0 for a in axes)):
+        raise ValueError(f"cannot reduce over an empty dimension of a tensor of shape {list(self.shape)}")
+    return fn(self, axis=axes, keepdims=keepdim)  # NaN propagates
 
 
 @register("aten::amax.out")
@@ -74,11 +93,44 @@ def amin_out(self, dim, keepdim, out):
     return _extreme(np.min, self, dim, keepdim)
 
 
+def _whole(fn, bound, self, out):
+    """max/min over every element; an empty tensor gives the out dtype's lowest/highest value (-inf/inf)."""
+    if self.size == 0:
+        dt = out.dtype
+        if is_floating(dt):
+            return np.array(bound * np.inf)
+        if dt == np.bool_:
+            return np.array(bound > 0)
+        info = np.iinfo(dt)
+        return np.array(info.min if bound < 0 else info.max)
+    return fn(self)
+
+
+@register("aten::max.unary_out")
+def max_unary_out(self, out):
+    """max.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
+    return _whole(np.max, -1, self, out)
+
+
+@register("aten::min.unary_out")
+def min_unary_out(self, out):
+    """min.unary_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
+    return _whole(np.min, 1, self, out)
+
+
 def _arg(fn, self, dim, keepdim):
-    if dim is None:
-        r = fn(self.reshape(-1))
-        return np.asarray(r).reshape((1,) * self.ndim if keepdim else ())
-    return fn(self, axis=wrap_dim(dim, self.ndim), keepdims=keepdim) if self.ndim else np.asarray(0)
+    """First index of the extreme value; the first NaN wins (np.argmax/argmin do the same)."""
+    if self.dtype == np.bool_:
+        raise TypeError("argmax/argmin do not support bool tensors")
+    if dim is None or self.ndim == 0:
+        if self.size == 0:
+            raise ValueError("argmax/argmin of an empty tensor")
+        r = np.asarray(fn(self.reshape(-1)))
+        return r.reshape((1,) * self.ndim) if keepdim else r
+    d = wrap_dim(dim, self.ndim)
+    if self.shape[d] == 0:
+        raise ValueError(f"argmax/argmin over dim {d} of size 0")
+    return fn(self, axis=d, keepdims=keepdim)
 
 
 @register("aten::argmax.out")
@@ -93,26 +145,29 @@ def argmin_out(self, dim, keepdim, out):
     return _arg(np.argmin, self, dim, keepdim)
 
 
+def _dim_extreme(argfn, self, dim, keepdim):
+    if self.ndim == 0:
+        return self, np.zeros((), I64)
+    d = wrap_dim(dim, self.ndim)
+    if self.shape[d] == 0:
+        raise ValueError(f"max/min over dim {d} of size 0")
+    idx = argfn(self, axis=d, keepdims=True)
+    vals = np.take_along_axis(self, idx, axis=d)
+    if not keepdim:
+        idx, vals = np.squeeze(idx, d), np.squeeze(vals, d)
+    return vals, idx
+
+
 @register("aten::max.dim_max")
 def max_dim_max(self, dim, keepdim, max, max_values):  # noqa: A002  (schema names)
     """max.dim_max(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) max, Tensor(b!) max_values) -> (Tensor(a!) values, Tensor(b!) indices)"""
-    d = wrap_dim(dim, self.ndim)
-    idx = np.argmax(self, axis=d, keepdims=True) if self.ndim else np.asarray(0)
-    vals = np.take_along_axis(self, idx, axis=d) if self.ndim else self
-    if not keepdim and self.ndim:
-        idx, vals = np.squeeze(idx, d), np.squeeze(vals, d)
-    return vals, idx
+    return _dim_extreme(np.argmax, self, dim, keepdim)
 
 
 @register("aten::min.dim_min")
 def min_dim_min(self, dim, keepdim, min, min_indices):  # noqa: A002
     """min.dim_min(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) min, Tensor(b!) min_indices) -> (Tensor(a!) values, Tensor(b!) indices)"""
-    d = wrap_dim(dim, self.ndim)
-    idx = np.argmin(self, axis=d, keepdims=True) if self.ndim else np.asarray(0)
-    vals = np.take_along_axis(self, idx, axis=d) if self.ndim else self
-    if not keepdim and self.ndim:
-        idx, vals = np.squeeze(idx, d), np.squeeze(vals, d)
-    return vals, idx
+    return _dim_extreme(np.argmin, self, dim, keepdim)
 
 
 @register("aten::any.all_out")
@@ -124,75 +179,79 @@ def any_all_out(self, out):
 @register("aten::any.dims_out")
 def any_dims_out(self, dim, keepdim, out):
     """any.dims_out(Tensor self, int[]? dim=None, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)"""
-    return np.any(self, axis=reduce_axes(dim, self.ndim), keepdims=keepdim)
+    if dim is not None and len(dim) == 0:
+        return self.astype(bool)  # an explicit empty dim list reduces nothing in ExecuTorch
+    return np.any(self, axis=_axes(dim, self.ndim), keepdims=keepdim)
 
 
 @register("aten::any.out")
 def any_out(self, dim, keepdim, out):
     """any.out(Tensor self, int dim, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)"""
+    if self.ndim == 0:
+        return self.astype(bool)
     return np.any(self, axis=wrap_dim(dim, self.ndim), keepdims=keepdim)
 
 
-@register("aten::all.all_out")
-def all_all_out(self, out):
-    """all.all_out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
-    return np.asarray(np.all(self))
-
-
-def _var(self, dim, correction, keepdim, out):
-    x = self if is_floating(self.dtype) and self.dtype.itemsize >= 4 else self.astype(F32)
-    return np.var(x, axis=reduce_axes(dim, self.ndim), ddof=correction, keepdims=keepdim)
+def _var_mean(self, dim, correction, keepdim, out):
+    """(var, mean) in the output's dtype (halves in float32): two passes; NaN when nothing is left to
+    divide by, as ExecuTorch."""
+    if not is_floating(self.dtype):
+        raise TypeError(f"var needs a floating tensor, got {self.dtype}")
+    acc = _acc(out)
+    x = self.astype(acc, copy=False)
+    axes = _axes(dim, self.ndim)
+    n = _count(self, axes)
+    denom = n - correction
+    shape = np.sum(x, axis=axes, keepdims=keepdim).shape
+    if n == 0 or denom <= 0:
+        nan = np.full(shape, np.nan, acc)
+        return nan, nan
+    mean = np.sum(x, axis=axes, keepdims=True) / acc.type(n)
+    d = x - mean
+    var = np.sum(d * d, axis=axes, keepdims=keepdim) / denom
+    return var, mean.reshape(shape)
 
 
 @register("aten::var.correction_out")
 def var_correction_out(self, dim, correction, keepdim, out):
     """var.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out) -> Tensor(a!)"""
-    return _var(self, dim, 1 if correction is None else correction, keepdim, out)
+    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out)[0]
 
 
 @register("aten::var.out")
 def var_out(self, dim, unbiased, keepdim, out):
     """var.out(Tensor self, int[1]? dim, bool unbiased=True, bool keepdim=False, *, Tensor(a!) out) -> Tensor(a!)"""
-    return _var(self, dim, 1 if unbiased else 0, keepdim, out)
+    return _var_mean(self, dim, 1 if unbiased else 0, keepdim, out)[0]
+
+
+@register("aten::var_mean.correction_out")
+def var_mean_correction_out(self, dim, correction, keepdim, out0, out1):
+    """var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))"""
+    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out0)
 
 
 @register("aten::cumsum.out")
 def cumsum_out(self, dim, dtype, out):
     """cumsum.out(Tensor self, int dim, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
-    acc = dtype if dtype is not None else (I64 if is_integral(out.dtype, True) else out.dtype)
+    acc = out.dtype  # ExecuTorch adds in the output type itself, halves included
     if self.ndim == 0:
         return self.astype(acc)
-    return np.cumsum(self, axis=wrap_dim(dim, self.ndim), dtype=acc)
-
-
-@register("aten::topk.values")
-def topk_values(self, k, dim, largest, sorted, values, indices):  # noqa: A002
-    """topk.values(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True, *, Tensor(a!) values, Tensor(b!) indices) -> (Tensor(a!) values, Tensor(b!) indices)"""
-    if self.ndim == 0:
-        return self.copy(), np.zeros((), I64)
-    d = wrap_dim(dim, self.ndim)
-    n = self.shape[d]
-    if not 0 <= k <= n:
-        raise ValueError(f"k={k} is out of range for a dimension of size {n}")
-    key = -self if largest and self.dtype != np.bool_ else self
-    if largest and not is_floating(self.dtype) and self.dtype != np.bool_ and np.issubdtype(self.dtype, np.unsignedinteger):
-        key = -(self.astype(np.int64))
-    # stable sort on the key gives ties in index order, as PyTorch's CPU kernel does
-    order = np.argsort(key, axis=d, kind="stable")
-    idx = np.take(order, np.arange(k), axis=d)
-    return np.take_along_axis(self, idx, axis=d), idx
+    with np.errstate(over="ignore"):
+        return np.cumsum(self.astype(acc, copy=False), axis=wrap_dim(dim, self.ndim), dtype=acc)
 
 
 def _softmax(x, dim, log):
+    if not is_floating(x.dtype):
+        raise TypeError(f"softmax needs a floating tensor, got {x.dtype}")
     if x.ndim == 0:
         return np.zeros((), x.dtype) if log else np.ones((), x.dtype)
     d = wrap_dim(dim, x.ndim)
-    xf = x if x.dtype.itemsize >= 4 else x.astype(F32)
-    m = np.max(xf, axis=d, keepdims=True)
-    z = xf - m
-    e = np.exp(z)
-    s = np.sum(e, axis=d, keepdims=True)
-    return z - np.log(s) if log else e / s
+    xf = x.astype(widen_half(x.dtype), copy=False)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        z = xf - np.max(xf, axis=d, keepdims=True)
+        e = np.exp(z)
+        s = np.sum(e, axis=d, keepdims=True)
+        return z - np.log(s) if log else e / s
 
 
 @register("aten::_softmax.out")

@@ -37,6 +37,7 @@ class Arg:
     optional: bool = False  # the argument itself may be None
     elem_optional: bool = False  # Tensor?[]: list items may be None
     mutable: bool = False
+    kwarg_only: bool = False  # after the ``*`` of the schema (where out arguments live)
 
     @property
     def kind(self) -> str:
@@ -95,8 +96,10 @@ def parse_schema(text: str) -> Schema:
     name = text[:open_].strip()
     returns = text[text.index("->") + 2 :].strip() if "->" in text else "()"
     args = []
+    kwarg_only = False
     for part in _split_top(text[open_ + 1 : close]):
         if part == "*":
+            kwarg_only = True
             continue
         decl = part.split("=", 1)[0].strip()
         typ, _, arg_name = decl.rpartition(" ")
@@ -112,6 +115,7 @@ def parse_schema(text: str) -> Schema:
             optional=bool(q2) or (bool(q1) and not is_list),
             elem_optional=bool(q1) and is_list,
             mutable=bool(ann_mut) or bool(bang),
+            kwarg_only=kwarg_only,
         ))
     mutable = tuple(i for i, a in enumerate(args) if a.mutable)
     return Schema(name, tuple(args), returns, mutable)

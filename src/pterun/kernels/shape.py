@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.kernels._common import promote, wrap_dim, wrap_dims
+from pterun.kernels._common import wrap_dim, wrap_dims
 from pterun.kernels.registry import register
 
 
 @register("aten::view_copy.out")
 def view_copy_out(self, size, out):
     """view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
-    return self.reshape(size)
-
-
-@register("aten::_unsafe_view.out")
-def unsafe_view_out(self, size, out):
-    """_unsafe_view.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
     return self.reshape(size)
 
 
@@ -80,39 +74,27 @@ def squeeze_copy_dims_out(self, dim, out):
     return np.squeeze(self, axes) if axes else self
 
 
-@register("aten::squeeze_copy.out")
-def squeeze_copy_out(self, out):
-    """squeeze_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
-    return np.squeeze(self)
-
-
 @register("aten::unsqueeze_copy.out")
 def unsqueeze_copy_out(self, dim, out):
     """unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)"""
     return np.expand_dims(self, wrap_dim(dim, self.ndim + 1))
 
 
-def _cat_inputs(tensors):
-    # ExecuTorch skips 1-D empty tensors (the legacy "empty placeholder" convention)
-    keep = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)]
-    ct = promote(*keep) if keep else tensors[0].dtype
-    return [t.astype(ct, copy=False) for t in keep], keep
-
-
 @register("aten::cat.out")
 def cat_out(tensors, dim, out):
     """cat.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)"""
-    arrays, keep = _cat_inputs(tensors)
-    if not arrays:
+    # ExecuTorch skips empty inputs (the legacy 1-D [0] placeholder included) and casts every element
+    # straight to the output dtype
+    keep = [t for t in tensors if t.size] or [t for t in tensors if not (t.ndim == 1 and t.size == 0)]
+    if not keep:
         return np.zeros(out.shape, out.dtype)
-    return np.concatenate(arrays, axis=wrap_dim(dim, arrays[0].ndim))
+    return np.concatenate([t.astype(out.dtype, copy=False) for t in keep], axis=wrap_dim(dim, keep[0].ndim))
 
 
 @register("aten::stack.out")
 def stack_out(tensors, dim, out):
     """stack.out(Tensor[] tensors, int dim=0, *, Tensor(a!) out) -> Tensor(a!)"""
-    ct = promote(*tensors)
-    return np.stack([t.astype(ct, copy=False) for t in tensors], axis=wrap_dim(dim, tensors[0].ndim + 1))
+    return np.stack([t.astype(out.dtype, copy=False) for t in tensors], axis=wrap_dim(dim, tensors[0].ndim + 1))
 
 
 @register("aten::split_with_sizes_copy.out")

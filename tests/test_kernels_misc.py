@@ -1,0 +1,102 @@
+"""Kernel behaviour the golden cases cannot record: accuracy sweeps, errors, randomness, bit packing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pterun.kernels import KERNELS, random
+from pterun.kernels.manifest import NOT_SUPPORTED, coverage_report
+from pterun.kernels.quantized_embedding import unpack
+from pterun.kernels.unary import erf
+
+
+def test_erf_matches_math_erf_to_double_precision():
+    x = np.concatenate([np.linspace(-8, 8, 20001), [0.0, -0.0, 1e-300, -1e-12, 0.9999999, 1.0000001, 2.5, 6.0]])
+    want = np.array([math.erf(v) for v in x])
+    got = erf(x)
+    assert np.all(np.abs(got - want) <= 1e-14 * np.abs(want) + 1e-300)
+    assert np.isnan(erf(np.array([np.nan]))[0]) and erf(np.array([np.inf, -np.inf])).tolist() == [1.0, -1.0]
+
+
+def test_erf_keeps_float32():
+    assert erf(np.ones(3, np.float32)).dtype == np.float32
+
+
+def test_unpack_puts_even_elements_in_the_high_nibble():
+    packed = np.array([[0x9F, 0x08]], np.uint8)  # (9, 15) (0, 8) -> (1, 7) (-8, 0)
+    assert unpack(packed, 4).tolist() == [[1, 7, -8, 0]]
+    assert unpack(np.array([[0b11100100]], np.uint8), 2).tolist() == [[-2, -1, 0, 1]]
+
+
+def _call(op, *args):
+    return KERNELS[op].fn(*args)
+
+
+@pytest.mark.parametrize("op, args", [
+    ("aten::div.out_mode", (np.array([1, 2], np.int32), np.array([1, 0], np.int32), "floor", None)),
+    ("aten::remainder.Scalar_out", (np.array([1, 2], np.int64), 0, None)),
+    ("aten::floor_divide.out", (np.array([3], np.int8), np.array([0], np.int8), None)),
+    ("executorch_prim::floordiv.int", (3, 0)),
+    ("executorch_prim::mod.Scalar", (3, 0)),
+])
+def test_integer_division_by_zero_is_an_error(op, args):
+    with pytest.raises(ZeroDivisionError):
+        _call(op, *args)
+
+
+def test_prim_ops_reject_mixed_bool_and_number():
+    with pytest.raises(TypeError):
+        _call("executorch_prim::eq.Scalar", True, 1)
+    with pytest.raises(TypeError):
+        _call("executorch_prim::add.Scalar", True, 1)
+    with pytest.raises(TypeError):
+        _call("executorch_prim::ceil.Scalar", 3)
+
+
+def test_fill_values_that_do_not_fit_are_errors():
+    with pytest.raises(ValueError):
+        _call("aten::full.out", (2,), 300, np.empty(2, np.int8))
+    with pytest.raises(ValueError):
+        _call("aten::clamp.out", np.zeros(2, np.int8), -1000, None, np.empty(2, np.int8))
+
+
+def test_embedding_rejects_negative_indices():
+    with pytest.raises(IndexError):
+        _call("aten::embedding.out", np.eye(3, dtype=np.float32), np.array([-1]), -1, False, False, None)
+
+
+def test_batch_norm_training_mode_is_refused_like_executorch():
+    x = np.ones((2, 3), np.float32)
+    with pytest.raises(NotImplementedError):
+        _call("aten::_native_batch_norm_legit.out", x, None, None, np.zeros(3, np.float32), np.ones(3, np.float32),
+              True, 0.1, 1e-5, None, None, None)
+
+
+def test_random_ops_follow_the_seed():
+    random.seed(3)
+    a = _call("aten::rand.out", (4,), np.empty(4, np.float32))
+    random.seed(3)
+    b = _call("aten::rand.out", (4,), np.empty(4, np.float32))
+    assert np.array_equal(a, b) and np.all((a >= 0) & (a < 1))
+    out, mask = _call("aten::native_dropout.out", np.full(1000, 2.0, np.float32), 0.25, None, None, None)
+    assert 0.6 < mask.mean() < 0.9 and set(np.unique(out)) <= {0.0, 2.0}  # kept values are not rescaled
+
+
+def test_topk_orders_ties_by_index():
+    values, indices = _call("aten::topk.values", np.array([1.0, 3.0, 3.0, 2.0, 3.0]), 3, 0, True, True, None, None)
+    assert values.tolist() == [3.0, 3.0, 3.0] and indices.tolist() == [1, 2, 4]
+
+
+def test_coverage_report_lists_what_a_program_lacks():
+    text = coverage_report(["aten::add.out", "aten::add.out", "foo::bar.out"])
+    assert text.splitlines() == ["2 operators: 1 supported, 1 not", "  foo::bar.out: missing"]
+    summary = coverage_report()
+    assert "portable    211 / 211" in summary and "quantized    19 / 19" in summary
+
+
+def test_not_supported_operators_carry_their_reason():
+    for op, reason in NOT_SUPPORTED.items():
+        assert KERNELS[op].fn.not_supported == reason
