@@ -1,0 +1,181 @@
+"""Load-time fast paths for the hottest kernels.
+
+When every argument of an instruction is fixed at load (static shapes and dtypes, constant scalars), the
+interpreter asks the kernel's ``specialize(*args)`` for a zero-argument closure. The closures here compute
+straight into the planned output array (``out=``), skipping per-call promotion and the copy-back. Each one
+applies only in the plain case where the result is identical to the general kernel's — same dtype
+throughout, shapes that already match — and returns None otherwise, so the general kernel runs.
+
+Example::
+
+    >>> import numpy as np
+    >>> from pterun.kernels import KERNELS
+    >>> a, b, o = np.ones(3, np.float32), np.ones(3, np.float32), np.empty(3, np.float32)
+    >>> step = KERNELS["aten::add.out"].fn.specialize(a, b, 1, o)
+    >>> step()
+    >>> o
+    array([2., 2., 2.], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.kernels.registry import KERNELS
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+_FLOATS = (F32, F64)
+
+
+def _call(fn, *args, **kwargs):
+    """A step running ``fn(*args, **kwargs)`` that returns None (a step's return value is a jump target)."""
+    def step():
+        fn(*args, **kwargs)
+    return step
+
+
+def _attach(name: str):
+    def deco(spec):
+        KERNELS[name].fn.specialize = spec
+        return spec
+    return deco
+
+
+def _same_float(*arrays) -> bool:
+    d = arrays[0].dtype
+    return d in _FLOATS and all(isinstance(a, np.ndarray) and a.dtype == d for a in arrays)
+
+
+def _broadcasts_to(out, *arrays) -> bool:
+    try:
+        return np.broadcast_shapes(*(a.shape for a in arrays)) == out.shape
+    except ValueError:
+        return False
+
+
+def _binary(ufunc):
+    def spec(self, other, *rest):
+        out = rest[-1]
+        alpha = rest[0] if len(rest) == 2 else 1
+        if alpha != 1 or not isinstance(other, np.ndarray) or not _same_float(self, other, out):
+            return None
+        if not _broadcasts_to(out, self, other):
+            return None
+        return _call(ufunc, self, other, out=out)
+    return spec
+
+
+for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
+    _attach(f"aten::{_name}.out")(_binary(_uf))
+
+
+def _binary_scalar(ufunc):
+    def spec(self, other, *rest):
+        out = rest[-1]
+        alpha = rest[0] if len(rest) == 2 else 1
+        if alpha != 1 or isinstance(other, bool) or not isinstance(other, (int, float)):
+            return None
+        if not _same_float(self, out) or self.shape != out.shape:
+            return None
+        scalar = self.dtype.type(other)  # the scalar in the tensor's float type, as the general kernel
+        return _call(ufunc, self, scalar, out=out)
+    return spec
+
+
+for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
+    _attach(f"aten::{_name}.Scalar_out")(_binary_scalar(_uf))
+
+
+@_attach("aten::relu.out")
+def _relu(self, out):
+    if not _same_float(self, out) or self.shape != out.shape:
+        return None
+    zero = self.dtype.type(0)
+    return _call(np.maximum, self, zero, out=out)
+
+
+@_attach("aten::hardtanh.out")
+def _hardtanh(self, min_val, max_val, out):
+    if not _same_float(self, out) or self.shape != out.shape:
+        return None
+    lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
+    return _call(np.clip, self, lo, hi, out=out)
+
+
+def _copy_of(view_fn):
+    def spec(self, *rest):
+        out = rest[-1]
+        if self.dtype != out.dtype:
+            return None
+        try:
+            view = view_fn(self, *rest[:-1])
+        except (ValueError, TypeError, IndexError):
+            return None  # let the general kernel raise its own error at run time
+        if view.shape != out.shape:
+            return None
+        return _call(np.copyto, out, view)
+    return spec
+
+
+_attach("aten::permute_copy.out")(_copy_of(lambda x, dims: x.transpose(dims)))
+_attach("aten::view_copy.out")(_copy_of(lambda x, size: x.reshape(size)))
+_attach("aten::clone.out")(_copy_of(lambda x, memory_format: x))
+_attach("dim_order_ops::_clone_dim_order.out")(_copy_of(lambda x, non_blocking, dim_order: x))
+_attach("dim_order_ops::_to_dim_order_copy.out")(_copy_of(lambda x, non_blocking, dim_order: x))
+_attach("aten::unsqueeze_copy.out")(_copy_of(lambda x, dim: np.expand_dims(x, dim)))
+
+
+def _matmul_ok(out, *arrays) -> bool:
+    return _same_float(*arrays, out) and not any(np.shares_memory(out, a) for a in arrays)
+
+
+@_attach("aten::mm.out")
+def _mm(self, mat2, out):
+    if self.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat2):
+        return None
+    if (self.shape[0], mat2.shape[1]) != out.shape or self.shape[1] != mat2.shape[0]:
+        return None
+    return _call(np.matmul, self, mat2, out=out)
+
+
+@_attach("aten::bmm.out")
+def _bmm(self, mat2, out):
+    if self.ndim != 3 or mat2.ndim != 3 or not _matmul_ok(out, self, mat2):
+        return None
+    if (self.shape[0], self.shape[1], mat2.shape[2]) != out.shape or self.shape[2] != mat2.shape[1] \
+            or self.shape[0] != mat2.shape[0]:
+        return None
+    return _call(np.matmul, self, mat2, out=out)
+
+
+@_attach("aten::addmm.out")
+def _addmm(self, mat1, mat2, beta, alpha, out):
+    if beta != 1 or alpha != 1 or mat1.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat1, mat2):
+        return None
+    if (mat1.shape[0], mat2.shape[1]) != out.shape or mat1.shape[1] != mat2.shape[0]:
+        return None
+    if not _broadcasts_to(out, self, out):
+        return None
+
+    def step():
+        np.matmul(mat1, mat2, out=out)
+        np.add(out, self, out=out)
+    return step
+
+
+@_attach("aten::linear.out")
+def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
+    arrays = (input, weight) if bias is None else (input, weight, bias)
+    if weight.ndim != 2 or input.ndim < 1 or not _matmul_ok(out, *arrays):
+        return None
+    if input.shape[:-1] + (weight.shape[0],) != out.shape or input.shape[-1] != weight.shape[1]:
+        return None
+    wt = weight.T
+    if bias is None:
+        return _call(np.matmul, input, wt, out=out)
+
+    def step():
+        np.matmul(input, wt, out=out)
+        np.add(out, bias, out=out)
+    return step

@@ -1,0 +1,69 @@
+"""Load-time fast paths give exactly the general kernels' results, and are used where they apply."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures_util import FIXTURES
+from pterun import Runtime
+from pterun.kernels import KERNELS
+
+rng = np.random.default_rng(0)
+F = np.float32
+
+
+def _general(name, args, out_shape, out_dtype):
+    out = np.zeros(out_shape, out_dtype)
+    np.copyto(out, KERNELS[name].fn(*args[:-1], out), casting="unsafe")
+    return out
+
+
+CASES = [
+    ("aten::add.out", lambda o: (rng.standard_normal((3, 4)).astype(F), rng.standard_normal(4).astype(F), 1, o), (3, 4)),
+    ("aten::sub.out", lambda o: (rng.standard_normal((3, 4)).astype(F), rng.standard_normal((3, 4)).astype(F), 1, o),
+     (3, 4)),
+    ("aten::mul.out", lambda o: (rng.standard_normal((2, 3)).astype(F), rng.standard_normal((2, 1)).astype(F), o),
+     (2, 3)),
+    ("aten::div.out", lambda o: (rng.standard_normal(5).astype(F), rng.standard_normal(5).astype(F) + 3, o), (5,)),
+    ("aten::mul.Scalar_out", lambda o: (rng.standard_normal(5).astype(F), 0.3, o), (5,)),
+    ("aten::add.Scalar_out", lambda o: (rng.standard_normal(5).astype(F), 2, 1, o), (5,)),
+    ("aten::relu.out", lambda o: (rng.standard_normal((2, 5)).astype(F), o), (2, 5)),
+    ("aten::hardtanh.out", lambda o: (3 * rng.standard_normal(7).astype(F), 0.0, 6.0, o), (7,)),
+    ("aten::permute_copy.out", lambda o: (rng.standard_normal((2, 3, 4)).astype(F), (2, 0, 1), o), (4, 2, 3)),
+    ("aten::view_copy.out", lambda o: (rng.standard_normal((2, 6)).astype(F), (3, -1), o), (3, 4)),
+    ("aten::mm.out", lambda o: (rng.standard_normal((3, 4)).astype(F), rng.standard_normal((4, 2)).astype(F), o),
+     (3, 2)),
+    ("aten::bmm.out", lambda o: (rng.standard_normal((2, 3, 4)).astype(F), rng.standard_normal((2, 4, 5)).astype(F), o),
+     (2, 3, 5)),
+    ("aten::addmm.out", lambda o: (rng.standard_normal(2).astype(F), rng.standard_normal((3, 4)).astype(F),
+                                   rng.standard_normal((4, 2)).astype(F), 1, 1, o), (3, 2)),
+    ("aten::linear.out", lambda o: (rng.standard_normal((3, 4)).astype(F), rng.standard_normal((2, 4)).astype(F),
+                                    rng.standard_normal(2).astype(F), o), (3, 2)),
+]
+
+
+@pytest.mark.parametrize("name,make,shape", CASES, ids=[c[0] for c in CASES])
+def test_fast_path_equals_general_kernel(name, make, shape):
+    out = np.zeros(shape, F)
+    args = make(out)
+    step = KERNELS[name].fn.specialize(*args)
+    assert step is not None, f"{name}: the fast path should apply"
+    assert step() is None  # a step's return value would be read as a jump target
+    expected = _general(name, args, shape, F)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_fast_path_declines_what_it_cannot_do_exactly():
+    o = np.zeros(3, F)
+    ints = np.arange(3, dtype=np.int32)
+    assert KERNELS["aten::add.out"].fn.specialize(ints, ints, 1, o) is None  # mixed dtypes: promotion needed
+    assert KERNELS["aten::add.out"].fn.specialize(o, o, 2, o) is None  # alpha != 1
+    assert KERNELS["aten::mm.out"].fn.specialize(np.ones((3, 3), F), np.ones((3, 3), F), np.ones((2, 2), F)) is None
+
+
+def test_the_mlp_runs_on_fast_paths():
+    m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    (_, steps, info), = m._runner.chains
+    fast = [name for s, (name, _) in zip(steps, info) if not s.__qualname__.startswith("MethodRunner.")]
+    assert "aten::addmm.out" in fast and "aten::permute_copy.out" in fast
