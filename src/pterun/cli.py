@@ -248,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--profile", action="store_true", help="print the time per operator / XNNPACK node")
     b.set_defaults(fn=cmd_bench)
 
+    from pterun.llm.cli import add_generate_parser
+    add_generate_parser(sub)
+
     o = sub.add_parser("ops", help="list registered operators, or check a program's operators")
     o.add_argument("file", nargs="?", help="a .pte program to check")
     o.set_defaults(fn=cmd_ops)

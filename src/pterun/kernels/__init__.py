@@ -9,7 +9,7 @@ by ExecuTorch kernel library. Example::
 """
 
 from pterun.kernels import (activation, compare, conv_pool, creation, elementwise, grad, image,  # noqa: F401
-                            indexing, layout, linalg, norm, pad, prim, quantized, quantized_embedding, random,
+                            indexing, layout, linalg, llm, norm, pad, prim, quantized, quantized_embedding, random,
                             reduction, shape, sort, spectral, unary)
 from pterun.kernels import fast  # noqa: E402,F401  (load-time fast paths for registered kernels)
 from pterun.kernels.registry import KERNELS, register

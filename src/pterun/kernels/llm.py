@@ -1,0 +1,157 @@
+"""Kernels for the custom operators ExecuTorch's LLM exporter emits (namespace ``llama``).
+
+The KV cache is method state in planned memory: ``update_cache`` writes the new rows straight into the
+``cache`` array the interpreter hands over (a live view of the arena) and returns ``None`` for it, so a decode
+step never copies the whole cache. Attention reads the cache through views as well. Layouts follow
+ExecuTorch: q/k/v and caches are ``[batch, seq, heads, head_dim]`` (``is_seq_at_dim_2`` flips to
+``[batch, heads, seq, head_dim]`` for the quantized op). Example::
+
+    >>> import numpy as np
+    >>> from pterun.kernels.llm import update_cache_out, custom_sdpa_out
+    >>> cache = np.zeros((1, 8, 2, 4), np.float32)
+    >>> update_cache_out(np.ones((1, 3, 2, 4), np.float32), cache, 2, np.zeros(1, np.float32))
+    (None, None)
+    >>> float(cache[0, 2:5].sum()), float(cache.sum())
+    (24.0, 24.0)
+    >>> q = np.ones((1, 1, 2, 4), np.float32)
+    >>> custom_sdpa_out(q, cache, cache, 4, None, 0.0, True, None, None).shape
+    (1, 1, 2, 4)
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pterun.kernels._common import F32
+from pterun.kernels.registry import register
+
+
+def _check_cache_write(value, cache, what: str = "cache") -> None:
+    if value.ndim != 4 or cache.ndim != 4:
+        raise ValueError(f"value and {what} must be 4-D, got shapes {list(value.shape)} and {list(cache.shape)}")
+    if (value.shape[0], value.shape[2], value.shape[3]) != (cache.shape[0], cache.shape[2], cache.shape[3]):
+        raise ValueError(f"value {list(value.shape)} does not match {what} {list(cache.shape)} in batch, heads or "
+                         "head dim")
+    if value.dtype.itemsize != cache.dtype.itemsize:
+        raise ValueError(f"value dtype {value.dtype} and {what} dtype {cache.dtype} differ in element size")
+
+
+@register("llama::update_cache.out")
+def update_cache_out(value, cache, start_pos, out):
+    """update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)"""
+    _check_cache_write(value, cache)
+    seq = value.shape[1]
+    if not 0 <= start_pos < cache.shape[1] or start_pos + seq > cache.shape[1]:
+        raise ValueError(f"start_pos {start_pos} + seq_len {seq} does not fit the cache's {cache.shape[1]} positions")
+    # in place, into the method's planned memory; ExecuTorch leaves ``out`` (a [1] placeholder) untouched too
+    cache[:, start_pos:start_pos + seq] = value.view(cache.dtype)
+    return None, None
+
+
+@register("llama::update_cache_with_indices.out")
+def update_cache_with_indices_out(value, cache, start_pos, indices, out):
+    """update_cache_with_indices.out(Tensor value, Tensor(a!) cache, SymInt start_pos, Tensor indices, *, Tensor(b!) out) -> Tensor(b!)"""
+    _check_cache_write(value, cache)
+    if indices.ndim != 2 or indices.shape != value.shape[:2] or indices.dtype != np.int64:
+        raise ValueError(f"indices must be int64 [batch, seq] = {list(value.shape[:2])}, got {indices.dtype} "
+                         f"{list(indices.shape)}")
+    if indices.size and (indices.min() < 0 or indices.max() >= cache.shape[1]):
+        raise ValueError(f"cache index out of range [0, {cache.shape[1]}): {indices.tolist()}")
+    cache[np.arange(value.shape[0])[:, None], indices] = value.view(cache.dtype)
+    return None, None
+
+
+def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale):
+    """Attention over ``[B, S, H, D]`` views; k/v are caches ``[B, L, Hkv, D]`` read up to the used length."""
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"query, key and value must be 4-D, got {q.ndim}, {k.ndim} and {v.ndim} dims")
+    if mask is not None and is_causal:
+        raise ValueError("attn_mask and is_causal cannot be set at the same time")
+    b, s, hq, d = q.shape
+    hkv = k.shape[2]
+    if k.shape[3] != d or v.shape[3] != d or hkv == 0 or hq % hkv:
+        raise ValueError(f"query {list(q.shape)} does not fit key {list(k.shape)} / value {list(v.shape)} "
+                         "(head dims must match and query heads must be a multiple of kv heads)")
+    if mask is None:
+        kv_len = start_pos + s
+    else:  # with a mask ExecuTorch attends over the whole cache, and the mask must span it
+        kv_len = k.shape[1]
+        if mask.ndim != 2 or mask.shape != (s, kv_len):
+            raise ValueError(f"attn_mask must be 2-D [{s}, {kv_len}], got {list(mask.shape)}")
+    if start_pos < 0 or kv_len > k.shape[1] or kv_len > v.shape[1]:
+        raise ValueError(f"start_pos {start_pos} + seq_len {s} exceeds the cache's {k.shape[1]} positions")
+    scale = np.float32(1.0 / math.sqrt(d) if scale is None else scale)
+    rep = hq // hkv
+    if q.dtype != F32:
+        q, k, v = q.astype(F32), k[:, :kv_len].astype(F32), v[:, :kv_len].astype(F32)
+    # group query heads by their kv head: [B, Hkv, rep*S, D] so one matmul per kv head serves all its queries
+    # (a decode step, S == 1, needs no transpose: [B, 1, Hq, D] is already [B, Hkv, rep, D])
+    qg = q.reshape(b, hkv, rep, d) if s == 1 else \
+        q.reshape(b, s, hkv, rep, d).transpose(0, 2, 3, 1, 4).reshape(b, hkv, rep * s, d)
+    scores = np.matmul(qg * scale, k[:, :kv_len].transpose(0, 2, 3, 1))  # [B, Hkv, rep*S, kv]
+    if mask is not None:
+        scores = scores.reshape(b, hkv, rep, s, kv_len)
+        scores += mask.astype(F32, copy=False)
+        scores = scores.reshape(b, hkv, rep * s, kv_len)
+    elif is_causal and s > 1:
+        # query i sits at position start_pos + i and sees keys 0..start_pos + i
+        future = np.triu(np.ones((s, kv_len), np.bool_), k=start_pos + 1)
+        grid = scores.reshape(b, hkv, rep, s, kv_len)  # a view: scores is fresh and contiguous
+        np.putmask(grid, np.broadcast_to(future, grid.shape), -np.inf)  # ~10x faster than boolean indexing
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)
+    ctx = np.matmul(scores, v[:, :kv_len].transpose(0, 2, 1, 3))  # [B, Hkv, rep*S, D]
+    if s == 1:
+        return ctx.reshape(b, 1, hq, d)
+    return ctx.reshape(b, hkv, rep, s, d).transpose(0, 3, 1, 2, 4).reshape(b, s, hq, d)
+
+
+@register("llama::custom_sdpa.out")
+def custom_sdpa_out(query, key, value, start_pos, attn_mask, drpout_p, is_causal, scale, out):
+    """custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)"""
+    return _attend(query, key, value, start_pos, attn_mask, is_causal, scale).astype(query.dtype, copy=False)
+
+
+@register("llama::sdpa_with_kv_cache.out")
+def sdpa_with_kv_cache_out(query, key, value, key_cache, value_cache, start_pos, seq_len, attn_mask, drpout_p,
+                           is_causal, scale, out):
+    """sdpa_with_kv_cache.out(Tensor query, Tensor key, Tensor value, Tensor(a!) key_cache, Tensor(b!) value_cache, SymInt start_pos, SymInt seq_len, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(c!) out) -> Tensor(c!)"""
+    if start_pos + seq_len > key_cache.shape[1] or start_pos + seq_len > value_cache.shape[1]:
+        raise ValueError(f"start_pos {start_pos} + seq_len {seq_len} exceeds the cache's {key_cache.shape[1]} "
+                         "positions")
+    update_cache_out(key, key_cache, start_pos, None)
+    update_cache_out(value, value_cache, start_pos, None)
+    ctx = _attend(query, key_cache, value_cache, start_pos, attn_mask, is_causal, scale)
+    return None, None, ctx.astype(query.dtype, copy=False)
+
+
+def _dequant(x, zero_points, scales, what: str):
+    if zero_points is None or scales is None:
+        raise ValueError(f"{what}: zero points and scales are required")
+    return (x.astype(F32) - zero_points.astype(F32)) * scales.astype(F32, copy=False)
+
+
+@register("llama::custom_quantized_sdpa.out")
+def custom_quantized_sdpa_out(query, key, value, start_pos, attn_mask, drpout_p, is_causal, scale, q_zero_points,
+                              q_scales, k_zero_points, k_scales, v_zero_points, v_scales, is_seq_at_dim_2, out):
+    """custom_quantized_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, Tensor? q_zero_points=None, Tensor? q_scales=None, Tensor? k_zero_points=None, Tensor? k_scales=None, Tensor? v_zero_points=None, Tensor? v_scales=None, bool is_seq_at_dim_2=False, *, Tensor(a!) out) -> Tensor(a!)"""
+    if is_seq_at_dim_2:  # [B, H, S, D] layout: view it as [B, S, H, D] (zero points/scales follow the same layout)
+        query, key, value = (t.transpose(0, 2, 1, 3) for t in (query, key, value))
+        q_zero_points, q_scales, k_zero_points, k_scales, v_zero_points, v_scales = (
+            t.transpose(0, 2, 1, 3) if t is not None else None
+            for t in (q_zero_points, q_scales, k_zero_points, k_scales, v_zero_points, v_scales))
+    s = query.shape[1]
+    kv_len = start_pos + s if attn_mask is None else key.shape[1]
+    # only the used part of the int8 cache is dequantized: per token, (x - zero_point) * scale
+    q = _dequant(query, q_zero_points, q_scales, "query")
+    k = _dequant(key[:, :kv_len], k_zero_points[:, :kv_len], k_scales[:, :kv_len], "key") \
+        if k_zero_points is not None and k_scales is not None else _dequant(key, None, None, "key")
+    v = _dequant(value[:, :kv_len], v_zero_points[:, :kv_len], v_scales[:, :kv_len], "value") \
+        if v_zero_points is not None and v_scales is not None else _dequant(value, None, None, "value")
+    if attn_mask is None and kv_len > k.shape[1]:
+        raise ValueError(f"start_pos {start_pos} + seq_len {s} exceeds the cache's {key.shape[1]} positions")
+    ctx = _attend(q, k, v, start_pos, attn_mask, is_causal, scale)
+    return ctx.transpose(0, 2, 1, 3) if is_seq_at_dim_2 else ctx
