@@ -867,6 +867,15 @@ def write_readme(path: Path) -> None:
         "",
         "`OPERATORS.txt` lists every operator used by the fixtures and which fixtures use it.",
         "",
+        "Other fixtures in this folder come from their own scripts, with the same NPZ layout:",
+        "",
+        "* `q_*` (PT2E static int8, 4-bit embedding): `tools/export_quantized_fixtures.py`",
+        "* `xnn_*` (XNNPACK-lowered programs; `xnn_delegate_io/` holds per-delegate-call inputs/outputs): "
+        "`tools/export_xnnpack_fixtures.py`, see `XNN_README.md`",
+        "* `ext_*`, `xnn_ext_*` (weights in `.ptd` files) and `bundled*.bpte`: `tools/export_data_fixtures.py`, "
+        "see `DATA_README.md`",
+        "* `llm/` (tiny Llama programs and tokenizer): `tools/export_llm_fixtures.py`",
+        "",
         "## Fixtures",
         "",
         "| fixture | .pte bytes | contents |",
