@@ -73,7 +73,7 @@ class MethodRunner:
         return InvalidProgramError(f"{self.where}: {what}")
 
     def _check_supported(self) -> None:
-        KERNELS = _kernels()
+        KERNELS = _kernels() if _uses_kernels(self.plan) else {}
         for i, (tag, p) in enumerate(self.plan.values):
             if tag == TENSOR:
                 if p.dynamism == DYNAMIC_UNBOUND:
@@ -199,7 +199,7 @@ class MethodRunner:
 
     def _find_volatile(self) -> set[int]:
         """Slots whose content or tensor view can change during a run."""
-        KERNELS = _kernels()
+        KERNELS = _kernels() if _uses_kernels(self.plan) else {}
         vol = set()
         for i, (tag, p) in enumerate(self.plan.values):
             if tag == TENSOR and p.dynamism != STATIC:
@@ -220,7 +220,7 @@ class MethodRunner:
         return vol
 
     def _build_chain(self, chain, ci: int):
-        KERNELS = _kernels()
+        KERNELS = _kernels() if any(k == KERNEL_CALL for k, _, _ in chain) else {}
         steps, info = [], []
         has_jumps = False
         for pc, (kind, a, b) in enumerate(chain):
@@ -421,6 +421,11 @@ def _noop():
 
 
 def _kernels() -> dict:
-    """The kernel registry; importing it loads every kernel family, so it happens at first method load."""
+    """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
+    method that calls a kernel (a program that is all delegate calls never needs it)."""
     from pterun.kernels import KERNELS
     return KERNELS
+
+
+def _uses_kernels(plan: Plan) -> bool:
+    return any(k == KERNEL_CALL for c in plan.chains for (k, _, _) in c)

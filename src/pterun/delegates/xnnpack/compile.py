@@ -16,28 +16,25 @@ Example::
 from __future__ import annotations
 
 import math
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
 from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
+from pterun.delegates.xnnpack.ops import clip
 from pterun.errors import DelegateError, PterunError
 
 F32 = np.float32
 Step = Callable[[list], None]
 
 
-@dataclass(frozen=True)
-class Rep:
-    """How one value is held at run time."""
+class Rep(namedtuple("Rep", "kind dtype scale zero_point nonbatch_dims", defaults=(1.0, 0, 1))):
+    """How one value is held at run time: ``kind`` is "float", "static" (per-tensor int8/uint8/int32), "dynamic"
+    (qdint8) or "int"; ``dtype`` the storage dtype. Immutable."""
 
-    kind: str  # "float", "static" (per-tensor int8/uint8/int32), "dynamic" (qdint8), "int"
-    dtype: np.dtype  # storage dtype
-    scale: float = 1.0
-    zero_point: int = 0
-    nonbatch_dims: int = 1
+    __slots__ = ()
 
     def real(self) -> Callable | None:
         """array -> real float32 values, or None when the stored array already is that."""
@@ -62,10 +59,10 @@ class Rep:
             if not clamp:
                 return (lambda a: a.astype(self.dtype)) if cast else None
             if cast:
-                return lambda a: np.clip(a, lo_, hi_).astype(self.dtype)
+                return lambda a: clip(a, lo_, hi_).astype(self.dtype)
             if fresh:
-                return lambda a: np.clip(a, lo_, hi_, out=a if a.dtype == F32 else None)
-            return lambda a: np.clip(a, lo_, hi_)
+                return lambda a: clip(a, lo_, hi_, out=a if a.dtype == F32 else None)
+            return lambda a: clip(a, lo_, hi_)
         if self.kind == "static":
             qlo, qhi = Q.fused_range(lo, hi, self.scale, self.zero_point, self.dtype)
             inv, zp, dt = Q.inverse(self.scale), self.zero_point, self.dtype
@@ -172,8 +169,8 @@ class Compiler:
         """A constant as real float32 values (dequantized with its per-tensor/channel/group scales)."""
         v, arr = self.value(vid), self.const(vid)
         q = v.quant
-        if q is None:
-            return arr.astype(F32)
+        if q is None:  # float32 data is used where it lies (read-only, in the program's buffer)
+            return arr.astype(F32, copy=not arr.flags.aligned)
         if q.kind == P.PER_TENSOR:
             return Q.dequantize(arr, q.scale, q.zero_point)
         if q.kind == P.PER_CHANNEL:
@@ -201,17 +198,17 @@ class Compiler:
         self.steps.append(step)
 
 
-@dataclass
 class Plan:
     """A compiled graph: a value-table template with the constants preset, input bindings, a schedule of
-    (step, slots that die after it), and output bindings. Each call works on its own copy of the table, so
-    one plan can run from several threads at once."""
+    (step, slots that die after it), and output bindings. Each call works on its own copy of the table (and
+    kernels use per-thread scratch buffers), so one plan can run from several threads at once."""
 
-    template: list
-    inputs: list  # (ext_id, slot, rep, prepare-or-None)
-    schedule: list  # (step, tuple of slots to release after it)
-    names: list  # what each step runs, for error messages
-    outputs: list  # (ext_id, slot)
+    def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list):
+        self.template = template
+        self.inputs = inputs  # (ext_id, slot, rep, prepare-or-None)
+        self.schedule = schedule  # (step, tuple of slots to release after it)
+        self.names = names  # what each step runs, for error messages and the profiler
+        self.outputs = outputs  # (ext_id, slot)
 
     def execute(self, args: list) -> None:
         env = self.template.copy()
@@ -235,14 +232,18 @@ class Plan:
         self._write_outputs(args, env)
 
     def _write_outputs(self, args: list, env: list) -> None:
-        results = [env[slot] for _, slot in self.outputs]
-        inputs = [env[slot] for _, slot, _, _ in self.inputs]
-        for (ext, _), value in zip(self.outputs, results):
+        outputs = self.outputs
+        several = len(outputs) > 1
+        if several:
+            results = [env[slot] for _, slot in outputs]
+            inputs = [env[slot] for _, slot, _, _ in self.inputs]
+        for k, (ext, slot) in enumerate(outputs):
+            value = results[k] if several else env[slot]
             t = args[ext] if ext < len(args) else None
             if not hasattr(t, "write"):
                 raise DelegateError(f"XNNPACK delegate output {ext} is not a tensor ({type(t).__name__})")
             # an output may view an input whose memory an earlier output write overwrites: copy it first
-            if len(results) > 1 and any(np.may_share_memory(value, x) for x in inputs):
+            if several and any(np.may_share_memory(value, x) for x in inputs):
                 value = value.copy()
             order = _dim_order(t)
             if order is not None:
@@ -260,10 +261,16 @@ class Plan:
         return max([e for e, *_ in self.inputs] + [e for e, _ in self.outputs], default=-1) + 1
 
 
+_IDENTITY = tuple(tuple(range(n)) for n in range(9))
+
+
 def _dim_order(t) -> tuple | None:
     """A tensor's dim order when it is not the contiguous one, else None."""
-    order = tuple(getattr(t, "dim_order", ()))
-    return order if order != tuple(range(len(order))) else None
+    order = getattr(t, "dim_order", ())
+    if type(order) is not tuple:
+        order = tuple(order)
+    n = len(order)
+    return None if order == (_IDENTITY[n] if n < 9 else tuple(range(n))) else order
 
 
 def _input_array(args: list, ext: int, rep: Rep) -> np.ndarray:
@@ -274,10 +281,13 @@ def _input_array(args: list, ext: int, rep: Rep) -> np.ndarray:
     order = _dim_order(t)
     if order is not None:  # XNNPACK sees dims in memory order
         a = a.transpose(order)
-    want = rep.dtype if rep.kind != "dynamic" else np.dtype(F32)
+    want = rep.dtype if rep.kind != "dynamic" else _F32_DTYPE
     if a.dtype != want:
         raise DelegateError(f"XNNPACK delegate input {ext} has dtype {a.dtype}, the graph expects {want}")
     return a
+
+
+_F32_DTYPE = np.dtype(F32)
 
 
 def compile_graph(graph: P.Graph) -> Plan:

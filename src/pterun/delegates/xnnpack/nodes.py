@@ -89,7 +89,7 @@ def raw_clamp(rep, lo: float, hi: float):
         qlo, qhi = Q.fused_range(lo, hi, rep.scale, rep.zero_point, rep.dtype)
         return lambda a: np.clip(a, qlo, qhi).astype(rep.dtype, copy=False)
     lo_, hi_ = rep.dtype.type(lo), rep.dtype.type(hi)
-    return lambda a: np.clip(a, lo_, hi_)
+    return lambda a: ops.clip(a, lo_, hi_)
 
 
 # -- elementwise ------------------------------------------------------------------------------------------

@@ -1,10 +1,15 @@
 """NumPy kernels for the XNNPACK node types, in NHWC layout, on float32 arrays.
 
-Convolutions are prepared once (weights packed into GEMM-ready matrices) and then called per run:
-``Conv2d`` gathers patches with ``sliding_window_view`` and does one matmul per layer (a batched one for
-grouped convolutions), ``DepthwiseConv2d`` sums shifted multiply-adds over the kernel taps, and
-``ConvTranspose2d`` does one matmul followed by a scatter-add per tap. Pools loop over taps too, never over
-elements. The quantized paths reuse the same kernels on zero-point-corrected integer values.
+Convolutions are prepared once and then called per run. ``Conv2d`` is one GEMM per layer that reads the OHWI
+filter in place as its ``[kh*kw*ic, oc]`` matrix (a transposed view, no copy); 1x1 convolutions multiply the
+input itself, others gather patches into a per-thread scratch matrix (a batched GEMM for grouped
+convolutions). ``DepthwiseConv2d`` and max pooling do one multiply-add (or maximum) per kernel tap over the
+whole output, reading each tap's unit-stride rectangle of the input (of a stride phase plane) without a
+padded copy. ``ConvTranspose2d`` does one matmul followed by a scatter-add per tap. Nothing loops over
+elements in Python. The quantized paths reuse the same kernels on zero-point-corrected integer values.
+
+Work buffers (patch matrices, phase planes, temporaries) come from :func:`scratch`: one growing buffer per
+purpose and thread, so plans stay thread-safe and steady-state calls do not allocate them.
 
 Example::
 
@@ -16,23 +21,31 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import math
+import threading
+from collections import namedtuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 F32 = np.float32
 
+try:  # the ufunc behind np.clip, without np.clip's Python-level argument handling (several µs a call)
+    from numpy._core.umath import clip
+except ImportError:  # NumPy 1.x
+    try:
+        from numpy.core.umath import clip
+    except ImportError:
+        clip = np.clip
 
-@dataclass(frozen=True)
-class Geometry:
-    """Padding (top, right, bottom, left), kernel (h, w), stride (h, w) and dilation (h, w) of a 2-D window."""
 
-    padding: tuple[int, int, int, int]
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    dilation: tuple[int, int]
-    same_padding: bool = False  # TensorFlow SAME: padding derived from the input size at run time
+class Geometry(namedtuple("Geometry", "padding kernel stride dilation same_padding", defaults=(False,))):
+    """Padding (top, right, bottom, left), kernel (h, w), stride (h, w) and dilation (h, w) of a 2-D window;
+    ``same_padding``: TensorFlow SAME, the padding derived from the input size at run time. Immutable and
+    hashable (a cache key)."""
+
+    __slots__ = ()
 
     def pads(self, h: int, w: int) -> tuple[int, int, int, int]:
         if not self.same_padding:
@@ -70,69 +83,269 @@ def taps(xp: np.ndarray, g: Geometry, oh: int, ow: int):
             yield ky, kx, rows[:, :, x0 : x0 + sw * (ow - 1) + 1 : sw]
 
 
+# -- per-thread work buffers -----------------------------------------------------------------------------------
+_tls = threading.local()
+
+
+def scratch(slot: str, shape: tuple, dtype=F32) -> np.ndarray:
+    """A reusable per-thread buffer of ``shape`` (contents undefined) for one kernel-internal purpose.
+
+    Kernels gather patches, phase planes and temporaries here instead of allocating (and page-faulting) fresh
+    memory on every call. A buffer never leaves the kernel that asked for it: the next call with the same
+    ``slot`` on this thread overwrites it. One buffer per slot and thread, grown to the largest request.
+    """
+    dt = np.dtype(dtype)
+    n = dt.itemsize * math.prod(shape)
+    buf = getattr(_tls, slot, None)
+    if buf is None or buf.nbytes < n:
+        buf = np.empty(max(n, 64), np.uint8)
+        setattr(_tls, slot, buf)
+    return buf[:n].view(dt).reshape(shape)
+
+
+def padded(x: np.ndarray, pads: tuple[int, int, int, int], slot: str, channels_first: bool = False) -> np.ndarray:
+    """``x`` (NHWC) zero-padded into a scratch buffer, NHWC or (``channels_first``) NCHW; ``x`` itself (or its
+    NCHW view) when there is nothing to pad."""
+    pt, pr, pb, pl = pads
+    n, h, w, c = x.shape
+    src = x.transpose(0, 3, 1, 2) if channels_first else x
+    if not (pt or pr or pb or pl):
+        return src
+    hp, wp = h + pt + pb, w + pl + pr
+    # the buffer is shared, so its border is cleared each time: [n, (c,) rows, cols, (c)] as [.., rows, cols, ..]
+    xp = scratch(slot, (n, c, hp, wp) if channels_first else (n, hp, wp, c), x.dtype)
+    hw = xp.transpose(0, 2, 3, 1) if channels_first else xp  # an NHWC view of either layout
+    hw[:, :pt] = 0
+    hw[:, pt + h :] = 0
+    hw[:, pt : pt + h, :pl] = 0
+    hw[:, pt : pt + h, pl + w :] = 0
+    hw[:, pt : pt + h, pl : pl + w] = x
+    return xp
+
+
+@functools.lru_cache(maxsize=512)
+def window_taps(g: Geometry, h: int, w: int):
+    """How a window op over an ``[n, h, w, c]`` input reads it, without a padded copy.
+
+    Returns ``(oh, ow, phases, taps)``. For stride (sh, sw) the input splits into *phase planes*
+    ``x[:, a::sh, b::sw]``; every tap reads one plane at unit stride. ``phases`` lists the (a, b) planes some tap
+    reads (``[(0, 0)]`` at stride 1: the input itself). Each tap is ``(ky, kx, phase, iy0, ix0, oy0, oy1, ox0,
+    ox1)``: output rows ``oy0:oy1`` and columns ``ox0:ox1`` read the plane from ``(iy0, ix0)`` on; outputs
+    outside that rectangle would read padding, which never contributes. Taps that read only padding are left
+    out.
+    """
+    pt, _, _, pl = g.pads(h, w)
+    (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+    oh, ow = g.output_size(h, w)
+    phases: list = []
+    out = []
+    for ky in range(kh):
+        a, qy = _phase(ky * dh - pt, sh)
+        oy0, oy1 = max(0, -qy), min(oh, (h - a + sh - 1) // sh - qy)
+        if oy0 >= oy1:
+            continue
+        for kx in range(kw):
+            b, qx = _phase(kx * dw - pl, sw)
+            ox0, ox1 = max(0, -qx), min(ow, (w - b + sw - 1) // sw - qx)
+            if ox0 >= ox1:
+                continue
+            if (a, b) not in phases:
+                phases.append((a, b))
+            out.append((ky, kx, phases.index((a, b)), oy0 + qy, ox0 + qx, oy0, oy1, ox0, ox1))
+    return oh, ow, tuple(phases), tuple(out)
+
+
+def _phase(offset: int, stride: int) -> tuple[int, int]:
+    """Input index ``o * stride + offset`` = ``(o + q) * stride + a``: returns (a, q)."""
+    a = offset % stride
+    return a, (offset - a) // stride
+
+
+def phase_planes(x: np.ndarray, g: Geometry, phases: list, slot: str) -> list:
+    """The phase planes of ``x`` (NHWC) as contiguous ``[n, rows, cols * c]`` arrays."""
+    n, h, w, c = x.shape
+    sh, sw = g.stride
+    if (sh, sw) == (1, 1):
+        xc = np.ascontiguousarray(x)
+        return [xc.reshape(n, h, w * c)]
+    dims = [((h - a + sh - 1) // sh, (w - b + sw - 1) // sw) for a, b in phases]
+    buf = scratch(slot, (sum(n * r * q * c for r, q in dims),), x.dtype)
+    planes, at = [], 0
+    for (a, b), (r, q) in zip(phases, dims):
+        p = buf[at : at + n * r * q * c].reshape(n, r, q, c)
+        np.copyto(p, x[:, a::sh, b::sw])
+        planes.append(p.reshape(n, r, q * c))
+        at += n * r * q * c
+    return planes
+
+
+def _full_first(taps_: tuple, oh: int, ow: int) -> tuple[tuple, bool]:
+    """Put a tap that covers the whole output first; says whether there is one."""
+    for i, t in enumerate(taps_):
+        if t[5:] == (0, oh, 0, ow):
+            return (t,) + taps_[:i] + taps_[i + 1 :], True
+    return taps_, False
+
+
+class BiasAdd:
+    """Adds a per-channel bias to a C-contiguous ``[m, channels]`` float32 array in place, over rows of
+    several pixels at once (a short channel axis makes NumPy's broadcast loop slow)."""
+
+    def __init__(self, bias: np.ndarray):
+        self.bias = np.ascontiguousarray(bias, F32).reshape(-1)
+        self._tiles: dict[int, tuple[int, np.ndarray]] = {}
+
+    def __call__(self, y: np.ndarray) -> np.ndarray:
+        m = y.shape[0]
+        if m == 1 or not y.flags.c_contiguous:  # one row, or a reshape would copy: add where it is
+            return np.add(y, self.bias, out=y)
+        t = self._tiles.get(m)
+        if t is None:
+            r = 1
+            while r < 64 and m % (2 * r) == 0 and 2 * r * self.bias.size <= 8192:
+                r *= 2
+            t = self._tiles[m] = (r, np.tile(self.bias, r))
+        r, tile = t
+        flat = y.reshape(m // r, r * self.bias.size)
+        np.add(flat, tile, out=flat)
+        return y
+
+
 class Conv2d:
-    """NHWC convolution as one GEMM; ``weight`` is OHWI ``[groups*ocg, kh, kw, icg]``."""
+    """NHWC convolution as one GEMM; ``weight`` is OHWI ``[groups*ocg, kh, kw, icg]``.
+
+    Without groups the GEMM reads the OHWI filter in place as a ``[kh*kw*ic, oc]`` matrix (a transposed view:
+    no copy). Patches are gathered into a per-thread scratch matrix: pixel-major ``[m, kh*kw*ic]`` rows, one
+    copy per kernel row (its ``kw * ic`` inputs are adjacent in NHWC), or for few input channels tap-major
+    ``[kh*kw*ic, m]`` (one long copy per tap and channel), which the GEMM reads transposed. 1x1 unpadded
+    convolutions multiply the input itself.
+    """
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, groups: int = 1):
         oc, kh, kw, icg = weight.shape
         self.geom, self.groups, self.oc = geom, groups, oc
         self.pointwise = (kh, kw) == (1, 1) and geom.padding == (0, 0, 0, 0) and not geom.same_padding
         ocg = oc // groups
-        # patches are gathered as [..., kh, kw, group, icg]; the weights are laid out to match once
-        w = weight.reshape(groups, ocg, kh, kw, icg).transpose(0, 2, 3, 4, 1)  # [g, kh, kw, icg, ocg]
-        self.wmat = np.ascontiguousarray(w.reshape(groups, kh * kw * icg, ocg), dtype=F32)
         if groups == 1:
-            self.wmat = self.wmat[0]
-        self.bias = None if bias is None else np.asarray(bias, F32)
+            self.wmat = np.asarray(weight, F32).reshape(oc, kh * kw * icg).T  # a view when weight is float32
+        else:  # patches are gathered as [..., kh, kw, group, icg]; the weights are laid out to match once
+            w = weight.reshape(groups, ocg, kh, kw, icg).transpose(0, 2, 3, 4, 1)  # [g, kh, kw, icg, ocg]
+            self.wmat = np.ascontiguousarray(w.reshape(groups, kh * kw * icg, ocg), dtype=F32)
+        self.bias = None if bias is None else BiasAdd(bias)
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n, h, w, c = x.shape
         g = self.geom
         oh, ow = g.output_size(h, w)
-        (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+        (kh, kw), (sh, sw) = g.kernel, g.stride
         m = n * oh * ow
         if self.pointwise:
-            cols = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw].reshape(m, c)
+            if (sh, sw) != (1, 1):
+                x = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
+            cols = x.reshape(m, c)
+        elif self.groups == 1 and c < 16:
+            cols = self._im2col_tap_major(x, oh, ow)
         else:
-            xp = pad_hw(x, g.pads(h, w))
-            win = sliding_window_view(xp, ((kh - 1) * dh + 1, (kw - 1) * dw + 1), axis=(1, 2))
-            win = win[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw, :, ::dh, ::dw]
-            cols = win.transpose(0, 1, 2, 4, 5, 3)  # [n, oh, ow, kh, kw, c]: copies contiguous channel runs
+            cols = self._im2col(x, oh, ow)
         if self.groups == 1:
-            y = np.matmul(cols.reshape(m, -1), self.wmat)
+            y = cols.dot(self.wmat)  # 2-D dot: BLAS on either memory order, less call overhead than matmul
         else:
             icg = c // self.groups
             cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
             y = np.matmul(cols, self.wmat).transpose(1, 0, 2).reshape(m, self.oc)
         if self.bias is not None:
-            y += self.bias
+            self.bias(y)
         return y.reshape(n, oh, ow, self.oc)
+
+    def _im2col(self, x: np.ndarray, oh: int, ow: int) -> np.ndarray:
+        n, h, w, c = x.shape
+        g = self.geom
+        (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+        xp = padded(x, g.pads(h, w), "conv_pad")
+        cols = scratch("conv_cols", (n, oh, ow, kh, kw, c), x.dtype)
+        if dw == 1:  # the kw taps of a row are kw*c adjacent elements: one copy per kernel row
+            xp = np.ascontiguousarray(xp)
+            hp, wp = xp.shape[1:3]
+            win = sliding_window_view(xp.reshape(n, hp, wp * c), kw * c, axis=2)  # [n, hp, wp*c-kw*c+1, kw*c]
+            win = win[:, :, : sw * c * (ow - 1) + 1 : sw * c]
+            rows = cols.reshape(n, oh, ow, kh, kw * c)
+            for ky in range(kh):
+                np.copyto(rows[:, :, :, ky], win[:, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh])
+        else:
+            for ky in range(kh):
+                rows = xp[:, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh]
+                for kx in range(kw):
+                    np.copyto(cols[:, :, :, ky, kx], rows[:, :, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
+        return cols.reshape(n * oh * ow, kh * kw * c)
+
+    def _im2col_tap_major(self, x: np.ndarray, oh: int, ow: int) -> np.ndarray:
+        n, h, w, c = x.shape
+        g = self.geom
+        (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
+        xp = padded(x, g.pads(h, w), "conv_pad", channels_first=True)  # [n, c, hp, wp]
+        cols = scratch("conv_cols", (kh, kw, c, n, oh, ow), x.dtype)
+        for ky in range(kh):
+            rows = xp[:, :, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh]
+            for kx in range(kw):
+                np.copyto(cols[ky, kx], rows[:, :, :, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw].transpose(1, 0, 2, 3))
+        return cols.reshape(kh * kw * c, n * oh * ow).T
 
 
 class DepthwiseConv2d:
-    """Depthwise convolution: output channel c reads input channel c // depth_multiplier; filter [1,kh,kw,oc]."""
+    """Depthwise convolution: output channel c reads input channel c // depth_multiplier; filter [1,kh,kw,oc].
+
+    One multiply and one add per kernel tap over the whole output, with rows of ``ow * channels`` contiguous
+    elements: each tap reads a unit-stride rectangle of the input (of a phase plane when strided) and skips
+    the padding instead of reading a padded copy; its weights are tiled along the row once per input size.
+    """
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, depth_multiplier: int):
-        self.w = np.ascontiguousarray(weight.reshape(weight.shape[1:]), dtype=F32)  # [kh, kw, oc]
-        self.bias = None if bias is None else np.asarray(bias, F32)
+        self.w = np.asarray(weight, F32).reshape(weight.shape[1:])  # [kh, kw, oc]
+        self.bias = None if bias is None else np.asarray(bias, F32).reshape(-1)
         self.geom, self.dm = geom, depth_multiplier
+        self._plans: dict = {}
+
+    def _plan(self, h: int, w: int):
+        oh, ow, phases, tps = window_taps(self.geom, h, w)
+        tps, full = _full_first(tps, oh, ow)
+        oc = self.w.shape[-1]
+        wt = np.tile(self.w, (1, 1, max(ow, 0)))  # [kh, kw, ow * oc]
+        steps = tuple((p, iy0, iy0 + oy1 - oy0, ix0 * oc, (ix0 + ox1 - ox0) * oc, oy0, oy1, ox0 * oc, ox1 * oc,
+                       wt[ky, kx, ox0 * oc : ox1 * oc])
+                      for ky, kx, p, iy0, ix0, oy0, oy1, ox0, ox1 in tps)
+        bias = None if self.bias is None else np.tile(self.bias, max(ow, 0))
+        plan = self._plans[(h, w)] = (oh, ow, phases, steps, full, bias)
+        return plan
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        _, h, w, _ = x.shape
-        g = self.geom
-        oh, ow = g.output_size(h, w)
-        xp = pad_hw(x, g.pads(h, w))
         if self.dm > 1:
-            xp = np.repeat(xp, self.dm, axis=3)
-        acc = None
-        for ky, kx, view in taps(xp, g, oh, ow):  # one product and one add per tap (faster than out= temps)
-            if acc is None:
-                acc = view * self.w[ky, kx]
-            else:
-                acc += view * self.w[ky, kx]
-        if self.bias is not None:
-            acc += self.bias
-        return acc
+            x = np.repeat(x, self.dm, axis=3)
+        n, h, w, c = x.shape
+        if c != self.w.shape[-1]:
+            raise ValueError(f"input has {c} channels, the filter {self.w.shape[-1]} (depth multiplier {self.dm})")
+        plan = self._plans.get((h, w)) or self._plan(h, w)
+        oh, ow, phases, steps, full, bias = plan
+        out = np.empty((n, oh, ow * c), F32)
+        if out.size == 0:
+            return out.reshape(n, oh, ow, c)
+        planes = phase_planes(x.astype(F32, copy=False), self.geom, phases, "dw_planes")
+        first = 0
+        if full:
+            p, i0, i1, j0, j1, _, _, _, _, wv = steps[0]
+            np.multiply(planes[p][:, i0:i1, j0:j1], wv, out=out)
+            first = 1
+        else:
+            out.fill(0)
+        mul, add = np.multiply, np.add
+        tmp = scratch("dw_tmp", (out.size,))
+        for p, i0, i1, j0, j1, o0, o1, k0, k1, wv in steps[first:]:
+            t = tmp[: n * (i1 - i0) * (j1 - j0)].reshape(n, i1 - i0, j1 - j0)
+            mul(planes[p][:, i0:i1, j0:j1], wv, out=t)
+            ov = out[:, o0:o1, k0:k1]
+            add(ov, t, out=ov)
+        if bias is not None:
+            add(out, bias, out=out)
+        return out.reshape(n, oh, ow, c)
 
 
 class ConvTranspose2d:
@@ -185,13 +398,23 @@ def lowest(dtype: np.dtype):
 
 def max_pool(x: np.ndarray, g: Geometry) -> np.ndarray:
     """Max pooling; padded positions never win (XNNPACK reads only real input pixels)."""
-    _, h, w, _ = x.shape
-    oh, ow = g.output_size(h, w)
-    xp = pad_hw(x, g.pads(h, w), lowest(x.dtype))
-    out = None
-    for _, _, view in taps(xp, g, oh, ow):
-        out = view.copy() if out is None else np.maximum(out, view, out=out)
-    return out
+    n, h, w, c = x.shape
+    oh, ow, phases, tps = window_taps(g, h, w)
+    tps, full = _full_first(tps, oh, ow)
+    out = np.empty((n, oh, ow * c), x.dtype)
+    if out.size == 0:
+        return out.reshape(n, oh, ow, c)
+    if not full:
+        out.fill(lowest(x.dtype))
+    planes = phase_planes(x, g, phases, "pool_planes")
+    for i, (_, _, p, iy0, ix0, oy0, oy1, ox0, ox1) in enumerate(tps):
+        src = planes[p][:, iy0 : iy0 + oy1 - oy0, ix0 * c : (ix0 + ox1 - ox0) * c]
+        if i == 0 and full:
+            np.copyto(out, src)
+        else:
+            dst = out[:, oy0:oy1, ox0 * c : ox1 * c]
+            np.maximum(dst, src, out=dst)
+    return out.reshape(n, oh, ow, c)
 
 
 class AvgPool:
@@ -243,9 +466,12 @@ def argmax_pool(x: np.ndarray, g: Geometry) -> tuple[np.ndarray, np.ndarray]:
 
 
 def global_avg_pool(x: np.ndarray, keep_dims: bool) -> np.ndarray:
-    """Mean over the spatial axes of an N...C array (all but the first and last)."""
-    axes = tuple(range(1, x.ndim - 1))
-    return np.mean(x, axis=axes, dtype=F32, keepdims=keep_dims)
+    """Mean over the spatial axes of an N...C array (all but the first and last), in float32."""
+    n, c = x.shape[0], x.shape[-1]
+    count = math.prod(x.shape[1:-1])
+    s = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=F32)  # row after row: vectorised along channels
+    np.divide(s, F32(count), out=s)
+    return s.reshape((n,) + (1,) * (x.ndim - 2) + (c,)) if keep_dims else s
 
 
 class ResizeBilinear:

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import math
 import struct
+from collections import namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from pterun.errors import DelegateError, PterunError
@@ -29,10 +28,30 @@ from pterun.format.flatbuffer import Buffer, Table
 FP32, FP16, QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4, QPINT8, INT32, PFP32, BF16 = range(1, 15)
 DATATYPE_NAMES = {1: "fp32", 2: "fp16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
                   8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bf16"}
+
+
+class _StorageDtypes(dict):
+    """datatype -> NumPy dtype; bfloat16 comes from ``ml_dtypes``, imported on first use (10 ms)."""
+
+    def __missing__(self, key):
+        if key != BF16:
+            raise KeyError(key)
+        import ml_dtypes
+
+        self[BF16] = ml_dtypes.bfloat16
+        return self[BF16]
+
+    def get(self, key, default=None):
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
 #: NumPy dtype a tensor of each datatype is stored in (4-bit types: packed bytes).
-STORAGE_DTYPES = {FP32: np.float32, FP16: np.float16, QINT8: np.int8, QUINT8: np.uint8, QINT32: np.int32,
-                  QCINT8: np.int8, QCINT32: np.int32, QCINT4: np.uint8, QDINT8: np.int8, QBINT4: np.uint8,
-                  INT32: np.int32, BF16: ml_dtypes.bfloat16}
+STORAGE_DTYPES = _StorageDtypes({FP32: np.float32, FP16: np.float16, QINT8: np.int8, QUINT8: np.uint8,
+                                 QINT32: np.int32, QCINT8: np.int8, QCINT32: np.int32, QCINT4: np.uint8,
+                                 QDINT8: np.int8, QBINT4: np.uint8, INT32: np.int32})
 QUANTIZED = frozenset({QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4})
 CONSTANT_ONLY = frozenset({QCINT8, QCINT32, QCINT4, QBINT4})  # per-channel / blockwise: weights and biases
 
@@ -97,28 +116,21 @@ NODE_TYPES: dict[int, tuple[str, tuple]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Quant:
-    """Quantization of one value. ``scale`` is a float (per tensor) or a float32 array (per channel/group)."""
+# Plain immutable records (named tuples: defining them costs far less import time than dataclasses).
+class Quant(namedtuple("Quant", "kind scale zero_point channel_dim group_size num_nonbatch_dims",
+                       defaults=(1.0, 0, 0, 0, 1))):
+    """Quantization of one value: ``kind`` is PER_TENSOR, PER_CHANNEL, PER_CHANNEL_GROUP or PER_TOKEN; ``scale``
+    is a float (per tensor) or a float32 array (per channel/group)."""
 
-    kind: int  # PER_TENSOR, PER_CHANNEL, PER_CHANNEL_GROUP or PER_TOKEN
-    scale: float | np.ndarray = 1.0
-    zero_point: int = 0
-    channel_dim: int = 0
-    group_size: int = 0
-    num_nonbatch_dims: int = 1
+    __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
-class Value:
-    id: int
-    datatype: int
-    dims: tuple[int, ...]
-    external_id: int | None  # position in the DelegateCall args, None when internal
-    flags: int
-    data: np.ndarray | None  # raw constant bytes (read-only uint8), None when not constant
-    quant: Quant | None
-    dq_datatype: int = 0  # legacy: an external fp32 input the runtime quantizes dynamically
+class Value(namedtuple("Value", "id datatype dims external_id flags data quant dq_datatype", defaults=(0,))):
+    """One graph value: ``external_id`` is its position in the DelegateCall args (None when internal); ``data``
+    the raw constant bytes (read-only uint8, None when not constant); ``dq_datatype`` marks a legacy external
+    fp32 input the runtime quantizes dynamically."""
+
+    __slots__ = ()
 
     @property
     def dtype_name(self) -> str:
@@ -128,17 +140,12 @@ class Value:
         return f"value {self.id} ({self.dtype_name} {list(self.dims)})"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    index: int
-    kind: int
-    name: str
-    fields: dict
-    output_min: float
-    output_max: float
-    debug_handle: int
+class Node(namedtuple("Node", "index kind name fields output_min output_max debug_handle")):
+    """One graph node; its type-specific fields read as attributes (``node.input_id``)."""
 
-    def __getattr__(self, item):  # node.input_id etc.; only called for names that are not slots
+    __slots__ = ()
+
+    def __getattr__(self, item):  # node.input_id etc.; only called for names that are not record fields
         try:
             return self.fields[item]
         except KeyError:
@@ -148,11 +155,10 @@ class Node:
         return f"node {self.index} (XNN{self.name})"
 
 
-@dataclass(frozen=True, slots=True)
-class Graph:
-    values: dict[int, Value]  # by id_out, in definition order
-    nodes: list[Node]
-    num_externs: int
+class Graph(namedtuple("Graph", "values nodes num_externs")):
+    """``values`` by id (in definition order), ``nodes`` in execution order, ``num_externs``."""
+
+    __slots__ = ()
 
 
 def _fail(what: str) -> DelegateError:
@@ -292,7 +298,7 @@ class _GraphReader:
             if sbi:
                 n = q.u32(num_slot)
                 raw = self.constant_bytes(sbi, f"scales of value {i}")
-                dt = ml_dtypes.bfloat16 if group else np.float32
+                dt = STORAGE_DTYPES[BF16] if group else np.float32
                 if len(raw) < n * np.dtype(dt).itemsize:
                     raise _fail(f"value {i} has {n} scales but its scale constant holds {len(raw)} bytes")
                 scale = np.frombuffer(raw.tobytes()[: n * np.dtype(dt).itemsize], dtype=dt).astype(np.float32)
