@@ -39,13 +39,8 @@ class BundledFile:
     def __init__(self, data, name: str):
         self.name = name
         buf = self.buf = Buffer(data, name)
-        if buf.size < 8:
-            raise InvalidProgramError(f"{name}: file is {buf.size} bytes, too short to be a bundled program")
-        ident = bytes(buf.data[4:8])
-        if ident != b"BP08":
-            hint = " (this is a plain .pte program; use load_program)" if ident == b"ET12" else ""
-            raise InvalidProgramError(f"{name}: not an ExecuTorch bundled program: expected identifier 'BP08' at "
-                                      f"offset 4, found {ident!r}{hint}")
+        buf.require_identifier(b"BP08", "an ExecuTorch bundled program",
+                               {b"ET12": " (this is a plain .pte program; use load_program)"})
         root = Table.root(buf, "BundledProgram")
         self.version = root.u32(4)
         program = root.bytes_view(8)

@@ -56,6 +56,17 @@ class Buffer:
             raise self.fail(f"{what} at offset {pos} lies outside the {self.size}-byte buffer")
         return st.unpack_from(self.data, pos)[0]
 
+    def require_identifier(self, expected: bytes, kind: str, hints: dict | None = None) -> None:
+        """Check the 4-byte flatbuffer file identifier at offset 4; ``hints`` maps other identifiers to an
+        explanation appended to the error (e.g. which loader that file needs)."""
+        if self.size < 8:
+            raise self.fail(f"file is {self.size} bytes, too short to be {kind}")
+        ident = bytes(self.data[4:8])
+        if ident != expected:
+            hint = (hints or {}).get(ident, "")
+            raise self.fail(f"not {kind}: expected identifier {expected.decode()!r} at offset 4, found "
+                            f"{ident!r}{hint}")
+
     def array(self) -> np.ndarray:
         """The whole buffer as a read-only uint8 array (made once)."""
         if self._np is None:

@@ -41,13 +41,8 @@ class PtdFile:
     def __init__(self, data, name: str):
         self.name = name
         buf = self.buf = Buffer(data, name)
-        if buf.size < 8:
-            raise InvalidProgramError(f"{name}: file is {buf.size} bytes, too short to be a .ptd file")
-        ident = bytes(buf.data[4:8])
-        if ident != b"FT01":
-            hint = " (this is a .pte program, not external data)" if ident == b"ET12" else ""
-            raise InvalidProgramError(f"{name}: not an ExecuTorch external-data file: expected identifier 'FT01' "
-                                      f"at offset 4, found {ident!r}{hint}")
+        buf.require_identifier(b"FT01", "an ExecuTorch external-data file",
+                               {b"ET12": " (this is a .pte program, not external data)"})
         if buf.size < 48 or bytes(buf.data[8:12]) != b"FH01":
             raise InvalidProgramError(f"{name}: missing the 'FH01' external-data header")
         hlen = buf.unpack(_U32, 12)
