@@ -40,6 +40,12 @@ CASES = [
                                    rng.standard_normal((4, 2)).astype(F), 1, 1, o), (3, 2)),
     ("aten::linear.out", lambda o: (rng.standard_normal((3, 4)).astype(F), rng.standard_normal((2, 4)).astype(F),
                                     rng.standard_normal(2).astype(F), o), (3, 2)),
+    ("aten::sigmoid.out", lambda o: (20 * rng.standard_normal((3, 4)).astype(F), o), (3, 4)),
+    ("aten::tanh.out", lambda o: (rng.standard_normal(6).astype(F), o), (6,)),
+    ("aten::exp.out", lambda o: (rng.standard_normal(6).astype(F), o), (6,)),
+    ("aten::slice_copy.Tensor_out", lambda o: (rng.standard_normal((4, 6)).astype(F), 1, 1, 5, 2, o), (4, 2)),
+    ("aten::squeeze_copy.dims_out", lambda o: (rng.standard_normal((3, 1, 2)).astype(F), (1,), o), (3, 2)),
+    ("aten::expand_copy.out", lambda o: (rng.standard_normal((3, 1)).astype(F), (2, 3, 4), False, o), (2, 3, 4)),
 ]
 
 
@@ -54,7 +60,19 @@ def test_fast_path_equals_general_kernel(name, make, shape):
     np.testing.assert_array_equal(out, expected)
 
 
+def test_split_fast_path_fills_every_output():
+    x = rng.standard_normal((2, 7)).astype(F)
+    outs = [np.zeros((2, 3), F), np.zeros((2, 4), F)]
+    step = KERNELS["aten::split_with_sizes_copy.out"].fn.specialize(x, (3, 4), 1, outs)
+    assert step is not None and step() is None
+    np.testing.assert_array_equal(outs[0], x[:, :3])
+    np.testing.assert_array_equal(outs[1], x[:, 3:])
+
+
 def test_fast_path_declines_what_it_cannot_do_exactly():
+    # a reshape of a non-contiguous array is a copy, not a view of self: taken once it would go stale
+    transposed = np.zeros((3, 4), F).T
+    assert KERNELS["aten::view_copy.out"].fn.specialize(transposed, (12,), np.zeros(12, F)) is None
     o = np.zeros(3, F)
     ints = np.arange(3, dtype=np.int32)
     assert KERNELS["aten::add.out"].fn.specialize(ints, ints, 1, o) is None  # mixed dtypes: promotion needed

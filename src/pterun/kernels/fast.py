@@ -103,27 +103,92 @@ def _hardtanh(self, min_val, max_val, out):
     return _call(np.clip, self, lo, hi, out=out)
 
 
-def _copy_of(view_fn):
+def _view_copy(name: str):
+    """Copy kernels whose general form returns a view of ``self`` (permute, slice, squeeze, expand ...): the
+    view is taken once at load, from the general kernel itself, and each call is one ``copyto``."""
+    general = KERNELS[name].fn
+
     def spec(self, *rest):
         out = rest[-1]
-        if self.dtype != out.dtype:
+        if self.dtype != out.dtype or self.size == 0:
             return None
         try:
-            view = view_fn(self, *rest[:-1])
-        except (ValueError, TypeError, IndexError):
-            return None  # let the general kernel raise its own error at run time
-        if view.shape != out.shape:
+            view = general(self, *rest)
+        except Exception:  # noqa: BLE001  (the general kernel raises its own error at run time)
             return None
+        if not isinstance(view, np.ndarray) or view.shape != out.shape or not np.shares_memory(view, self):
+            return None  # not a view of self: it would go stale, so compute it every call
         return _call(np.copyto, out, view)
     return spec
 
 
-_attach("aten::permute_copy.out")(_copy_of(lambda x, dims: x.transpose(dims)))
-_attach("aten::view_copy.out")(_copy_of(lambda x, size: x.reshape(size)))
-_attach("aten::clone.out")(_copy_of(lambda x, memory_format: x))
-_attach("dim_order_ops::_clone_dim_order.out")(_copy_of(lambda x, non_blocking, dim_order: x))
-_attach("dim_order_ops::_to_dim_order_copy.out")(_copy_of(lambda x, non_blocking, dim_order: x))
-_attach("aten::unsqueeze_copy.out")(_copy_of(lambda x, dim: np.expand_dims(x, dim)))
+for _name in ("aten::permute_copy.out", "aten::view_copy.out", "aten::clone.out", "aten::unsqueeze_copy.out",
+              "aten::squeeze_copy.dim_out", "aten::squeeze_copy.dims_out", "aten::slice_copy.Tensor_out",
+              "aten::expand_copy.out", "aten::transpose_copy.int_out", "aten::t_copy.out", "aten::alias_copy.out",
+              "aten::detach_copy.out", "dim_order_ops::_clone_dim_order.out",
+              "dim_order_ops::_to_dim_order_copy.out"):
+    _attach(_name)(_view_copy(_name))
+
+
+def _split(name: str):
+    general = KERNELS[name].fn
+
+    def spec(self, *rest):
+        outs = rest[-1]
+        if self.size == 0 or any(o.dtype != self.dtype for o in outs):
+            return None
+        try:
+            views = general(self, *rest)
+        except Exception:  # noqa: BLE001
+            return None
+        if len(views) != len(outs) or any(v.shape != o.shape or (v.size and not np.shares_memory(v, self))
+                                          for v, o in zip(views, outs)):
+            return None
+        pairs = list(zip(outs, views))
+
+        def step():
+            for o, v in pairs:
+                np.copyto(o, v)
+        return step
+    return spec
+
+
+_attach("aten::split_with_sizes_copy.out")(_split("aten::split_with_sizes_copy.out"))
+_attach("aten::split_copy.Tensor_out")(_split("aten::split_copy.Tensor_out"))
+
+
+def _float_unary(*ufuncs):
+    """A chain of same-dtype ufuncs computed in place in ``out`` (the general kernel's exact float32 steps)."""
+    def spec(self, out):
+        if not _same_float(self, out) or self.shape != out.shape:
+            return None
+
+        def step():
+            ufuncs[0](self, out=out)
+            for uf in ufuncs[1:]:
+                uf(out, out=out)
+        return step
+    return spec
+
+
+for _name, _uf in (("exp", np.exp), ("tanh", np.tanh), ("neg", np.negative), ("abs", np.absolute),
+                   ("sqrt", np.sqrt), ("sin", np.sin), ("cos", np.cos), ("log", np.log)):
+    _attach(f"aten::{_name}.out")(_float_unary(_uf))
+
+
+@_attach("aten::sigmoid.out")
+def _sigmoid(self, out):
+    # the general kernel computes 1 / (1 + exp(-x)) in x's float type; the same steps, in place
+    if not _same_float(self, out) or self.shape != out.shape:
+        return None
+    one = self.dtype.type(1)
+
+    def step():
+        np.negative(self, out=out)
+        np.exp(out, out=out)
+        np.add(out, one, out=out)
+        np.divide(one, out, out=out)
+    return step
 
 
 def _matmul_ok(out, *arrays) -> bool:
