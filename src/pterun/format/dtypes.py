@@ -1,6 +1,7 @@
 """ExecuTorch scalar types and their NumPy dtypes, in one table.
 
-``ml_dtypes`` (bfloat16, float8) is imported on first use, so ``import pterun`` stays light.
+``ml_dtypes`` (bfloat16, float8) is imported only when one of its types is first needed, so ``import pterun``
+and programs without them stay light.
 
 Example::
 
@@ -10,6 +11,8 @@ Example::
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -28,33 +31,28 @@ _SPEC: dict[int, tuple[str, object]] = {
     27: ("UInt16", np.uint16), 28: ("UInt32", np.uint32), 29: ("UInt64", np.uint64),
 }
 _NAMES = {k: v[0] for k, v in _SPEC.items()}
-_tables: tuple[dict, dict] | None = None
+#: ScalarType id -> NumPy dtype, or None without equivalent; ml_dtypes' types are added when first asked for
+_DTYPES: dict[int, np.dtype | None] = {k: None if dt is None else np.dtype(dt) for k, (_, dt) in _SPEC.items()
+                                       if not isinstance(dt, str)}
+# the preferred ScalarType id for each NumPy dtype: the plain, non-quantized type (the lowest id)
+_IDS: dict[np.dtype, int] = {dt: k for k, dt in sorted(_DTYPES.items(), reverse=True) if dt is not None}
 
 
-def _build() -> tuple[dict, dict]:
-    global _tables
-    if _tables is None:
-        import ml_dtypes
+def _add_ml_dtypes() -> None:
+    """Add bfloat16 and the float8 types (importing ``ml_dtypes`` costs ~7 ms, so only programs using them pay)."""
+    import ml_dtypes
 
-        table = {}
-        for sid, (name, dt) in _SPEC.items():
-            if isinstance(dt, str):
-                dt = getattr(ml_dtypes, dt)
-            table[sid] = (name, None if dt is None else np.dtype(dt))
-        # the preferred ScalarType id for each NumPy dtype: the plain, non-quantized type
-        reverse = {}
-        for sid, (_, dt) in sorted(table.items(), reverse=True):
-            if dt is not None:
-                reverse[dt] = sid
-        _tables = (table, reverse)
-    return _tables
+    for sid, (_, dt) in _SPEC.items():
+        if isinstance(dt, str):
+            _DTYPES[sid] = np.dtype(getattr(ml_dtypes, dt))
+            _IDS[_DTYPES[sid]] = sid
 
 
 def __getattr__(name: str):
     if name == "SCALAR_TYPES":
-        return _build()[0]
+        return {k: (_NAMES[k], to_numpy(k) if _SPEC[k][1] is not None else None) for k in _SPEC}
     if name == "BFLOAT16":
-        return _build()[0][15][1]
+        return to_numpy(15)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -68,17 +66,22 @@ def scalar_type_name(scalar_type: int) -> str:
 
 def to_numpy(scalar_type: int) -> np.dtype:
     """The NumPy dtype for an ExecuTorch ScalarType id; NotSupportedError when NumPy has none."""
-    entry = _build()[0].get(scalar_type)
-    if entry is None or entry[1] is None:
+    dt = _DTYPES.get(scalar_type)
+    if dt is None and isinstance(_SPEC.get(scalar_type, (None, None))[1], str):
+        _add_ml_dtypes()
+        dt = _DTYPES[scalar_type]
+    if dt is None:
         raise NotSupportedError(f"scalar type {scalar_type_name(scalar_type)} has no NumPy equivalent")
-    return entry[1]
+    return dt
 
 
 def from_numpy(dtype) -> int:
     """The ExecuTorch ScalarType id for a NumPy dtype."""
     dt = np.dtype(dtype)
+    if dt not in _IDS and "ml_dtypes" in sys.modules:  # no array can have ml_dtypes' types before it is imported
+        _add_ml_dtypes()
     try:
-        return _build()[1][dt]
+        return _IDS[dt]
     except KeyError:
         raise NotSupportedError(f"NumPy dtype {dt} has no ExecuTorch scalar type") from None
 

@@ -17,13 +17,24 @@ import math
 
 import numpy as np
 
-from pterun.format.dtypes import BFLOAT16
+from pterun.format import dtypes
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
+
+
+def __getattr__(name: str):
+    if name == "BFLOAT16":  # resolved on use: it imports ml_dtypes
+        return dtypes.to_numpy(15)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def is_bfloat16(dtype: np.dtype) -> bool:
+    # bfloat16 is ml_dtypes' kind 'V' type: testing the kind first keeps ml_dtypes unimported until one appears
+    return dtype.kind == "V" and dtype == dtypes.to_numpy(15)
 
 
 def category(dtype: np.dtype) -> int:
@@ -53,9 +64,9 @@ def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
     ca, cb = category(a), category(b)
     if ca != cb:
         return a if ca > cb else b
-    if a == BFLOAT16 or b == BFLOAT16:
-        other = b if a == BFLOAT16 else a
-        return BFLOAT16 if other.itemsize < 2 or other == BFLOAT16 else (F32 if other.itemsize == 2 else other)
+    if is_bfloat16(a) or is_bfloat16(b):
+        bf16, other = (a, b) if is_bfloat16(a) else (b, a)
+        return bf16 if other.itemsize < 2 else (F32 if other.itemsize == 2 else other)
     return np.promote_types(a, b)
 
 
@@ -140,7 +151,7 @@ def common_dtype(a, b) -> np.dtype:
 
 def widen_half(dtype: np.dtype) -> np.dtype:
     """``get_compute_type``: Half and BFloat16 compute in Float."""
-    return F32 if dtype == np.float16 or dtype == BFLOAT16 else dtype
+    return F32 if dtype == np.float16 or is_bfloat16(dtype) else dtype
 
 
 def to_compute(x, dtype: np.dtype):

@@ -17,7 +17,8 @@ import numpy as np
 
 from pterun.kernels.registry import register
 
-_RNG = np.random.default_rng()
+# created on first draw: importing numpy.random costs ~15 ms that a program without random ops need not pay
+_RNG: np.random.Generator | None = None
 
 
 def seed(value: int | None) -> None:
@@ -26,10 +27,16 @@ def seed(value: int | None) -> None:
     _RNG = np.random.default_rng(value)
 
 
+def _rng() -> np.random.Generator:
+    if _RNG is None:
+        seed(None)
+    return _RNG
+
+
 @register("aten::rand.out")
 def rand_out(size, out):
     """rand.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
-    x = _RNG.random(tuple(size))
+    x = _rng().random(tuple(size))
     # rounding to a narrow float type can reach 1.0; keep the [0, 1) contract of the output
     return np.minimum(x.astype(out.dtype), np.nextafter(np.array(1.0, out.dtype), 0)) if out.dtype.kind == "f" else x
 
@@ -37,7 +44,7 @@ def rand_out(size, out):
 @register("aten::randn.out")
 def randn_out(size, out):
     """randn.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
-    return _RNG.standard_normal(tuple(size))
+    return _rng().standard_normal(tuple(size))
 
 
 @register("aten::native_dropout.out")
@@ -46,7 +53,7 @@ def native_dropout_out(input, p, train, out0, out1):  # noqa: A002  (schema name
     if not 0 <= p <= 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, got {p}")
     if (train is None or train) and p != 0:
-        mask = _RNG.random(input.shape) >= p
+        mask = _rng().random(input.shape) >= p
         # ExecuTorch zeroes dropped elements but does not rescale the kept ones by 1 / (1 - p)
         return np.where(mask, input, np.zeros((), input.dtype)), mask
     return input, np.ones(input.shape, bool)

@@ -23,21 +23,20 @@ Example::
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Callable
+
+from pterun.format.program import _Record  # immutable slotted records (dataclasses cost ~5 ms to import)
 
 __all__ = ["Arg", "Schema", "Kernel", "KERNELS", "register", "parse_schema"]
 
 
-@dataclass(frozen=True, slots=True)
-class Arg:
-    name: str
-    base: str  # Tensor, int, float, bool, Scalar, ScalarType, str, MemoryFormat, Layout, Device
-    is_list: bool = False
-    optional: bool = False  # the argument itself may be None
-    elem_optional: bool = False  # Tensor?[]: list items may be None
-    mutable: bool = False
-    kwarg_only: bool = False  # after the ``*`` of the schema (where out arguments live)
+class Arg(_Record):
+    """One schema argument. ``base`` is Tensor, int, float, bool, Scalar, ScalarType, str, MemoryFormat, Layout,
+    Device (or a Sym type); ``optional``: the argument may be None; ``elem_optional``: list items may be None
+    (``Tensor?[]``); ``kwarg_only``: after the schema's ``*``, where out arguments live."""
+
+    __slots__ = ("name", "base", "is_list", "optional", "elem_optional", "mutable", "kwarg_only")
+    _defaults = (False, False, False, False, False)
 
     @property
     def kind(self) -> str:
@@ -47,23 +46,35 @@ class Arg:
         return k + ("?" if self.optional else "")
 
 
-@dataclass(frozen=True, slots=True)
-class Schema:
-    name: str
-    args: tuple[Arg, ...]
-    returns: str
-    mutable: tuple[int, ...]  # indices of written arguments
+class Schema(_Record):
+    """A parsed schema; ``mutable`` holds the indices of the written arguments."""
+
+    __slots__ = ("name", "args", "returns", "mutable")
 
     def __str__(self) -> str:
         return f"{self.name}({', '.join(a.name for a in self.args)}) -> {self.returns}"
 
 
-@dataclass(frozen=True, slots=True)
+_FROM_DOC = object()  # a registered kernel's schema, parsed from its docstring when first asked for
+
+
 class Kernel:
-    name: str
-    fn: Callable
-    schema: Schema | None  # None for raw kernels
-    raw: bool = False
+    """A registered kernel; ``schema`` is None for raw kernels."""
+
+    __slots__ = ("name", "fn", "_schema", "raw")
+
+    def __init__(self, name: str, fn: Callable, schema: Schema | None, raw: bool = False):
+        self.name, self.fn, self._schema, self.raw = name, fn, schema, raw
+
+    @property
+    def schema(self) -> Schema | None:
+        # parsed on first use: parsing all ~270 schemas would add ~6 ms to the first load of every program
+        if self._schema is _FROM_DOC:
+            self._schema = parse_schema(self.fn.__doc__.strip().splitlines()[0])
+        return self._schema
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name!r}, {self.fn.__module__}.{self.fn.__name__})"
 
 
 KERNELS: dict[str, Kernel] = {}
@@ -132,13 +143,9 @@ def register(name: str, *, raw: bool = False) -> Callable[[Callable], Callable]:
         if name in KERNELS:
             raise RuntimeError(f"operator {name!r} is registered twice ({KERNELS[name].fn.__module__} and "
                                f"{fn.__module__})")
-        schema = None
-        if not raw:
-            doc = (fn.__doc__ or "").strip().splitlines()
-            if not doc:
-                raise RuntimeError(f"kernel for {name!r} has no schema docstring")
-            schema = parse_schema(doc[0])
-        KERNELS[name] = Kernel(name, fn, schema, raw)
+        if not raw and not (fn.__doc__ or "").strip():
+            raise RuntimeError(f"kernel for {name!r} has no schema docstring")
+        KERNELS[name] = Kernel(name, fn, None if raw else _FROM_DOC, raw)
         return fn
 
     return deco

@@ -12,8 +12,9 @@ half types) computes in float32 — and the interpreter casts the result to ``ou
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
-from numpy.polynomial import chebyshev
 
 from pterun.kernels._common import F64, float_compute, is_floating, is_integral
 from pterun.kernels.registry import register
@@ -38,9 +39,11 @@ _ERFC_C = (0.5428391662993293, -0.014904719866427217, -0.00100016009951447, 8.32
 
 # the same series in the power basis of their mapped variable, for Horner evaluation (the conversion costs
 # about two decimal digits at these degrees, far below float32 resolution and within 1e-14 of math.erf)
-_ERF_A_POLY = chebyshev.cheb2poly(_ERF_A)
-_ERFC_B_POLY = chebyshev.cheb2poly(_ERFC_B)
-_ERFC_C_POLY = chebyshev.cheb2poly(_ERFC_C)
+@functools.cache
+def _erf_polys() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    from numpy.polynomial import chebyshev  # on first use: importing numpy.polynomial costs ~4 ms
+
+    return chebyshev.cheb2poly(_ERF_A), chebyshev.cheb2poly(_ERFC_B), chebyshev.cheb2poly(_ERFC_C)
 
 
 def _horner(coeffs, u):
@@ -54,11 +57,12 @@ def _horner(coeffs, u):
 def erf(x: np.ndarray) -> np.ndarray:
     """The error function to double precision (computed in float64, returned in x's float dtype)."""
     x = np.asarray(x)
+    a_poly, b_poly, c_poly = _erf_polys()
     x64 = x.astype(F64).reshape(-1)
     u = x64 * x64
     u *= 2
     u -= 1
-    y = _horner(_ERF_A_POLY, u)
+    y = _horner(a_poly, u)
     y *= x64  # exact for |x| <= 1 (and NaN stays NaN); the tails are patched below
     tail = np.nonzero(np.abs(x64) > 1)
     if tail[0].size:
@@ -67,8 +71,8 @@ def erf(x: np.ndarray) -> np.ndarray:
         e = np.exp(-at * at)
         mid = at <= 2.5
         v = 1 / at
-        erfc = np.where(mid, e * _horner(_ERFC_B_POLY, (2 * at - 3.5) / 1.5),
-                        e * _horner(_ERFC_C_POLY, (v - 17 / 60) / (7 / 60)) * v)
+        erfc = np.where(mid, e * _horner(b_poly, (2 * at - 3.5) / 1.5),
+                        e * _horner(c_poly, (v - 17 / 60) / (7 / 60)) * v)
         y[tail] = np.copysign(1 - erfc, xt)
     return y.reshape(x.shape).astype(x.dtype if is_floating(x.dtype) else np.float32, copy=False)
 

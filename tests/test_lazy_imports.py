@@ -1,0 +1,90 @@
+"""Costly optional imports wait until a program needs them: ``numpy.random`` for the random ops, ``ml_dtypes`` for
+bfloat16 / float8, ``numpy.polynomial`` for erf; kernel schemas are parsed when first used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from fixtures_util import FIXTURES
+from pterun.kernels import KERNELS
+from pterun.kernels._common import F32, is_bfloat16, promote_types, widen_half
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TESTS = Path(__file__).resolve().parent
+LAZY = ("numpy.random", "ml_dtypes", "numpy.polynomial")
+
+# the steps run in order in one fresh interpreter (the first binds the names the others use); after each, the
+# LAZY modules loaded so far
+STEPS = {
+    "import": "import pterun.kernels; from pterun.format import dtypes; from pterun.kernels import KERNELS; "
+              "from pterun.kernels._common import F32, promote_types, widen_half",
+    "cnn": "run('cnn')",
+    "resnet_small": "run('resnet_small')",
+    "mobilenet_v2": "run('mobilenet_v2')",
+    "half promotion": "assert promote_types(F16, F32) == F32 and widen_half(F16) == F32",
+    "erf kernel": "KERNELS['aten::erf.out'].fn(np.ones(2, np.float32), np.empty(2, np.float32))",
+    "rand kernel": "KERNELS['aten::rand.out'].fn((2,), np.empty(2, np.float32))",
+    "bfloat16 dtype": "assert dtypes.to_numpy(15).name == 'bfloat16'",
+}
+EXPECTED = {
+    "import": set(), "cnn": set(), "resnet_small": set(), "mobilenet_v2": set(), "half promotion": set(),
+    "erf kernel": {"numpy.polynomial"},
+    "rand kernel": {"numpy.polynomial", "numpy.random"},
+    "bfloat16 dtype": {"numpy.polynomial", "numpy.random", "ml_dtypes"},
+}
+
+
+@pytest.fixture(scope="module")
+def loaded_after() -> dict[str, list[str]]:
+    script = textwrap.dedent(f"""
+        import json, sys
+        sys.path[:0] = [{str(SRC)!r}, {str(TESTS)!r}]
+        import numpy as np
+        from fixtures_util import load_calls
+        loaded = {{}}
+
+        def run(name):
+            program = pterun.Runtime.get().load_program({str(FIXTURES)!r} + "/" + name + ".pte")
+            for call in load_calls(name):
+                program.load_method(call["method"]).execute(call["inputs"])
+            assert "pterun.kernels.random" in sys.modules and "pterun.kernels.unary" in sys.modules
+
+        F16 = np.dtype(np.float16)
+        for step, code in {STEPS!r}.items():
+            exec(code)
+            loaded[step] = sorted(m for m in {LAZY!r} if m in sys.modules)
+        print(json.dumps(loaded))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_costly_modules_are_imported_only_when_needed(loaded_after, step):
+    assert set(loaded_after[step]) == EXPECTED[step]
+
+
+def test_every_registered_schema_parses():
+    # schemas are parsed on first use, so a malformed docstring would otherwise surface only in a program
+    for name, kernel in KERNELS.items():
+        assert (kernel.schema is None) == kernel.raw, name
+        if not kernel.raw:
+            assert kernel.schema.name == name.split("::", 1)[1], name
+
+
+def test_bfloat16_promotes_as_executorch_without_the_eager_constant():
+    bf16, f16, f64 = np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16), np.dtype(np.float64)
+    assert is_bfloat16(bf16) and not is_bfloat16(f16) and not is_bfloat16(np.dtype([("a", "u1"), ("b", "u1")]))
+    assert promote_types(bf16, f16) == F32 and promote_types(f16, bf16) == F32
+    assert promote_types(bf16, np.dtype(ml_dtypes.float8_e4m3fn)) == bf16
+    assert promote_types(bf16, f64) == f64 and promote_types(np.dtype(np.int32), bf16) == bf16
+    assert widen_half(bf16) == F32 and widen_half(f16) == F32 and widen_half(f64) == f64
