@@ -122,6 +122,8 @@ def run_process(python: str, runtime: str, pte: Path, args, save: Path | None, e
            "--min-calls", str(args.min_calls), "--max-time", str(args.max_time), "--quiet"]
     if runtime == "pterun" and args.pterun_src:
         cmd += ["--pterun-src", str(args.pterun_src)]
+    if runtime == "pterun" and args.threads:
+        env = {**env, "PTERUN_NUM_THREADS": str(args.threads)}
     if save is not None:
         cmd += ["--save-outputs", str(save)]
     if profile:
@@ -505,13 +507,16 @@ def main(argv=None) -> int:
     ap.add_argument("--model-budget", type=float, default=120.0,
                     help="seconds per model after which no further round starts (default 120)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a process is abandoned")
-    ap.add_argument("--threads", type=int, default=0, help="set OMP/OPENBLAS/MKL_NUM_THREADS for both runtimes' "
-                    "processes (default: leave the environment alone)")
+    ap.add_argument("--threads", type=int, default=0, help="N threads for both runtimes: sets OMP/OPENBLAS/"
+                    "MKL_NUM_THREADS=N in both runtimes' processes and PTERUN_NUM_THREADS=N in pterun's (pterun "
+                    "then computes on N threads of its own, holding BLAS at one thread per pterun thread); "
+                    "default: leave the environment alone")
     ap.add_argument("--profile", action="store_true", help="also profile pterun per operator (OUT/profile.md)")
     ap.add_argument("--no-export", action="store_true", help="do not export missing models")
     ap.add_argument("--live-src", action="store_true", help="import pterun from src/ as it is when each process "
-                    "starts (default: from a copy of src/ taken when the run begins, so that edits made during a "
-                    "long run do not mix into it)")
+                    "starts (default: from a copy of src/ taken and byte-compiled when the run begins, so that edits "
+                    "made during a long run do not mix into it; the live tree is not byte-compiled, so with "
+                    "PYTHONDONTWRITEBYTECODE set each process compiles pterun from source, inflating import and load)")
     ap.add_argument("--update-readme", action="store_true", help="put the table into bench/README.md")
     ap.add_argument("--list", action="store_true", help="list model names and exit")
     ap.add_argument("--report", type=Path, metavar="RESULTS_JSON",
@@ -563,7 +568,7 @@ def main(argv=None) -> int:
                                                                                     else sys.argv[1:])),
             "reference": args.ref, "pterun_python": args.py, "rounds": args.rounds, "budget_s": args.budget,
             "threads": args.threads or "default",
-            "pterun_src": "live src/" if args.live_src else "copy of src/ taken at start"}
+            "pterun_src": "live src/" if args.live_src else "byte-compiled copy of src/ taken at start"}
     log(f"pterun: {args.py}; reference: {args.ref or 'none (pterun alone)'}; {len(wanted)} models, "
         f"{args.rounds} rounds")
     rows = []
@@ -574,6 +579,12 @@ def main(argv=None) -> int:
             args.pterun_src = Path(td) / "src"
             shutil.copytree(REPO / "src", args.pterun_src,
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+            # once, as pip does for an installed package: otherwise with PYTHONDONTWRITEBYTECODE set every pterun
+            # process would compile it from source and count that in its import and load times
+            done = subprocess.run([args.py, "-m", "compileall", "-q", str(args.pterun_src)], capture_output=True,
+                                  text=True, check=False)
+            if done.returncode:
+                log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
         for n in wanted:
             log(f"[{n}] {models[n][0].relative_to(REPO)}")
             rows.append(bench_model(n, models[n][0], args, env, Path(td), log))
