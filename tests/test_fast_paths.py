@@ -80,8 +80,54 @@ def test_fast_path_declines_what_it_cannot_do_exactly():
     assert KERNELS["aten::mm.out"].fn.specialize(np.ones((3, 3), F), np.ones((3, 3), F), np.ones((2, 2), F)) is None
 
 
-def test_the_mlp_runs_on_fast_paths():
+def test_the_mlp_runs_on_fast_paths(monkeypatch):
+    monkeypatch.setenv("PTERUN_NO_FOLD", "1")  # keep the weights' permutes as steps (folded, they run at load)
     m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
     (_, steps, info), = m._runner.chains
-    fast = [name for s, (name, _) in zip(steps, info) if not s.__qualname__.startswith("MethodRunner.")]
-    assert "aten::addmm.out" in fast and "aten::permute_copy.out" in fast
+    fast = [name for s, (name, *_) in zip(steps, info) if not s.__qualname__.startswith("MethodRunner.")]
+    assert "aten::addmm.out" in fast and "aten::permute_copy.out" in fast and "aten::gelu.out" in fast
+
+
+def _ulp_distance(a, b):
+    """Float32 ulps between ``a`` and ``b`` (ordered bit patterns, so -0.0 and 0.0 are 0 apart)."""
+    def ordered(x):
+        i = x.view(np.int32).astype(np.int64)
+        return np.where(i < 0, -(i & 0x7FFFFFFF), i)
+    return np.abs(ordered(a) - ordered(b))
+
+
+def test_gelu_fast_path_is_within_one_ulp_of_the_general_kernel():
+    gelu = KERNELS["aten::gelu.out"].fn
+    special = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -1e-40, 3e38, -3e38, 1e30, -1e30, 20.0, -20.0]
+    # a dense grid over where gelu is neither x nor 0, more than one pass of the fast path's chunk
+    x = np.concatenate([np.linspace(-10, 10, 400_003, dtype=np.float32), np.array(special, F)]).reshape(-1, 16)
+    out = np.full(x.shape, 7.0, F)
+    step = gelu.specialize(x, "none", out)
+    assert step is not None
+    with np.errstate(all="ignore"):  # as the interpreter runs steps: -inf * 0 is NaN, quietly
+        assert step() is None
+        expected = _general("aten::gelu.out", (x, "none", out), x.shape, F)
+    nan = np.isnan(expected)
+    np.testing.assert_array_equal(np.isnan(out), nan)  # gelu(-inf) and gelu(nan) are NaN in both
+    assert _ulp_distance(out[~nan], expected[~nan]).max() <= 1
+    np.testing.assert_array_equal(np.signbit(out[~nan]), np.signbit(expected[~nan]))
+    tail = x.reshape(-1)[-len(special):]
+    np.testing.assert_array_equal(out.reshape(-1)[-len(special):], expected.reshape(-1)[-len(special):],
+                                  err_msg=f"special values {tail}")
+
+
+def test_gelu_fast_path_follows_its_input_and_declines_other_cases():
+    gelu = KERNELS["aten::gelu.out"].fn
+    x = rng.standard_normal((4, 32)).astype(F)
+    out = np.zeros_like(x)
+    step = gelu.specialize(x, "none", out)
+    for _ in range(2):  # the step reads x anew on each call
+        x[...] = rng.standard_normal(x.shape).astype(F)
+        step()
+        np.testing.assert_array_equal(out, _general("aten::gelu.out", (x, "none", out), x.shape, F))
+    channels_last = np.zeros((1, 3, 4, 4), F).transpose(0, 2, 3, 1)
+    step = gelu.specialize(channels_last, "none", np.zeros_like(channels_last))
+    assert step is not None  # a transposed but dense layout is still one flat pass
+    assert gelu.specialize(x, "tanh", out) is None
+    assert gelu.specialize(x.astype(np.float64), "none", out.astype(np.float64)) is None
+    assert gelu.specialize(x[:, ::2], "none", np.zeros((4, 16), F)) is None  # strided: not one flat pass

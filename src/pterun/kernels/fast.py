@@ -244,3 +244,76 @@ def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
         np.matmul(input, wt, out=out)
         np.add(out, bias, out=out)
     return step
+
+
+# exp(a*a) * erfc(a) = P(a) / Q(a), coefficients in ascending powers of a: W. J. Cody's rational approximation
+# (Math. Comp. 23, 1969) for 0.47 <= a <= 4. Measured against math.erfc it stays within 5e-12 (relative) on all of
+# [0, 6] and within 7e-13 on [4, 6], where gelu's negative tail needs it; all coefficients are positive, so summing
+# the powers loses nothing to cancellation.
+_ERFCX_P = (1.23033935479799725e3, 2.05107837782607147e3, 1.71204761263407058e3, 8.81952221241769090e2,
+            2.98635138197400131e2, 6.61191906371416295e1, 8.88314979438837594e0, 5.64188496988670089e-1,
+            2.15311535474403846e-8)
+_ERFCX_Q = (1.23033935480374942e3, 3.43936767414372164e3, 4.36261909014324716e3, 3.29079923573345963e3,
+            1.62138957456669019e3, 5.37181101862009858e2, 1.17693950891312499e2, 1.57449261107098347e1, 1.0)
+# 0.5 * P: the gelu factor needs half of erfc
+_HALF_ERFCX = np.array([[0.5 * c for c in _ERFCX_P], _ERFCX_Q])
+# constants as 0-d arrays: ufuncs take them faster than Python or NumPy scalars
+_HALF = np.array(0.5)
+_SQRT_HALF = np.array(np.sqrt(0.5))
+# erfc(6) < 2**-54: from there on 1 - erfc(a) rounds to 1 in double, as erf does in the general kernel
+_ERFC_TAIL = np.array(6.0)
+_GELU_CHUNK = 2048  # elements per pass: the scratch (13 float64 rows) stays in cache
+
+
+def _gelu_pass(x, out, scratch):
+    """gelu of one flat float32 chunk: 0.5 * x * (1 + erf(x / sqrt(2))), with erf(|z|) as 1 - erfc(|z|) in
+    float64, so that for x < 0 the factor rounds exactly as the general kernel's 1 + erf(z) does."""
+    xd, powers, a, a2, a12, a2_row, a34, a1234, a4_row, a5678, pq, p, q, e = scratch
+    np.copyto(xd, x)  # float64 once: mixed-type ufuncs are slower than a cast and same-type ones
+    np.absolute(xd, out=a)
+    np.multiply(a, _SQRT_HALF, out=a)
+    np.minimum(a, _ERFC_TAIL, out=a)  # NaN passes through; +-inf becomes the tail, where erf is +-1
+    np.multiply(a, a, out=a2)
+    np.multiply(a2_row, a12, out=a34)  # a**3 and a**4 in one call
+    np.multiply(a4_row, a1234, out=a5678)  # a**5 .. a**8
+    np.dot(_HALF_ERFCX, powers, out=pq)
+    np.exp(a2, out=e)
+    np.multiply(e, q, out=e)
+    np.divide(p, e, out=e)  # 0.5 * erfc(|z|)
+    np.subtract(_HALF, e, out=e)  # 0.5 * erf(|z|)
+    np.copysign(e, xd, out=e)
+    np.add(e, _HALF, out=e)  # 0.5 * (1 + erf(z)); 0 for x = -inf, so -inf * 0 gives NaN as in the general kernel
+    np.multiply(xd, e, out=e)
+    np.copyto(out, e, casting="same_kind")  # one rounding of the float64 product to float32
+
+
+def _gelu_scratch(n: int) -> tuple:
+    powers = np.ones((len(_ERFCX_P), n))  # row k holds a**k
+    pq = np.empty((2, n))
+    return (np.empty(n), powers, powers[1], powers[2], powers[1:3], powers[2:3], powers[3:5], powers[1:5],
+            powers[4:5], powers[5:9], pq, pq[0], pq[1], np.empty(n))
+
+
+@_attach("aten::gelu.out")
+def _gelu(self, approximate, out):
+    if approximate not in (None, "none") or self.dtype != F32 or out.dtype != F32 or self.shape != out.shape:
+        return None
+    if self.size == 0 or self.strides != out.strides:
+        return None
+    x, o = self.ravel(order="K"), out.ravel(order="K")
+    if not (np.shares_memory(x, self) and np.shares_memory(o, out)):
+        return None  # not contiguous in any order: the flat copies would go stale
+    n = min(x.size, _GELU_CHUNK)
+    full = _gelu_scratch(n)
+    passes = []
+    for start in range(0, x.size, n):
+        w = min(n, x.size - start)
+        scratch = full if w == n else _gelu_scratch(w)
+        passes.append((x[start:start + w], o[start:start + w], scratch))
+    if len(passes) == 1:
+        return _call(_gelu_pass, *passes[0])
+
+    def step():
+        for args in passes:
+            _gelu_pass(*args)
+    return step
