@@ -5,6 +5,10 @@ resolves every operator and delegate, and turns each instruction into a small cl
 is then setting inputs, calling the steps in order (following JumpFalse when the program has control
 flow), and copying the outputs out.
 
+Instructions whose inputs are all constants (a weight's ``permute_copy``, a dequantized weight) are computed
+once, at load, and leave no step behind: their outputs become read-only constants of their own, or, when the
+kernel returns a view of a constant, that view itself. ``PTERUN_NO_FOLD=1`` turns this off.
+
 Example::
 
     >>> from pterun import Runtime                                         # doctest: +SKIP
@@ -13,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -24,7 +29,8 @@ from pterun.errors import (DelegateError, InvalidProgramError, KernelError,
                            MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError)
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND, EXTERNAL, FREE_CALL, INT,
-                                   INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, STATIC, TAG_NAMES, TENSOR, Plan, ProgramFile, TensorDesc)
+                                   INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, OPT_TENSOR_LIST, STATIC,
+                                   TAG_NAMES, TENSOR, TENSOR_LIST, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
 
@@ -32,6 +38,24 @@ log = logging.getLogger("pterun")
 
 #: Executed-instruction limit for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
 MAX_INSTRUCTIONS = 10_000_000
+
+#: Operators never computed at load, however constant their inputs: their results are not a function of the
+#: inputs (random draws) or are buffers left for later instructions (``empty``). tests/test_const_fold.py checks
+#: that every kernel in pterun.kernels.random is listed here.
+NOT_FOLDED = frozenset({"aten::rand.out", "aten::randn.out", "aten::native_dropout.out", "aten::empty.out",
+                        "dim_order_ops::_empty_dim_order.out"})
+
+#: New memory (bytes) that folded results may take per method. A folded result no longer shares the memory
+#: plan's arena, so a large one (every dequantized weight of a quantized model) would cost its full size; views
+#: of constants take none and are always folded.
+FOLD_BUDGET = 16 << 20
+
+#: Kernels whose result is normally a view of their input: cheap to try at load whatever the budget.
+_VIEW_KERNELS = frozenset({
+    "aten::permute_copy.out", "aten::transpose_copy.int_out", "aten::t_copy.out", "aten::view_copy.out",
+    "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::squeeze_copy.dim_out", "aten::squeeze_copy.dims_out",
+    "aten::slice_copy.Tensor_out", "aten::select_copy.int_out", "aten::alias_copy.out", "aten::detach_copy.out",
+    "aten::split_copy.Tensor_out", "aten::split_with_sizes_copy.out", "aten::unbind_copy.int_out"})
 
 
 def _physical_memory() -> int:
@@ -65,7 +89,10 @@ class MethodRunner:
         self.executors = [self._init_delegate(i, d) for i, d in enumerate(plan.delegates)]
         self.volatile = self._find_volatile()
         self.binder = Binder(self.values, self.tags, self.volatile, self.where)
+        self.folded: list[tuple[int, int, str]] = []  # (chain, instruction, operator) computed at load
+        self._folding = self._fold_plan()  # None: nothing is folded
         self.chains = [self._build_chain(c, ci) for ci, c in enumerate(plan.chains)]
+        del self._folding
         self.lock = threading.Lock()
 
     # -- load ----------------------------------------------------------------------------------------------
@@ -220,36 +247,224 @@ class MethodRunner:
         return vol
 
     def _build_chain(self, chain, ci: int):
+        # steps are built in program order, so an instruction computed at load (folded) is done before any
+        # later step binds its output; ``info`` entries are (name, arguments, instruction index)
         KERNELS = _kernels() if any(k == KERNEL_CALL for k, _, _ in chain) else {}
         steps, info = [], []
         has_jumps = False
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
+                if self._folding is not None and self._fold(KERNELS[name], b, ci, pc):
+                    self.folded.append((ci, pc, name))
+                    continue
                 steps.append(self._kernel_step(KERNELS[name], b, pc))
-                info.append((name, b))
+                info.append((name, b, pc))
             elif kind == DELEGATE_CALL:
                 steps.append(self._delegate_step(a, b))
-                info.append((f"delegate {self.plan.delegates[a].backend_id}", b))
+                info.append((f"delegate {self.plan.delegates[a].backend_id}", b, pc))
             elif kind == MOVE_CALL:
                 steps.append(self._move_step(a, b))
-                info.append(("MoveCall", (a, b)))
+                info.append(("MoveCall", (a, b), pc))
             elif kind == JUMP_FALSE_CALL:
                 if not 0 <= b <= len(chain):
                     raise self.fail(f"JumpFalseCall at instruction {pc} jumps to {b}, outside the chain "
                                     f"(0..{len(chain)})")
                 steps.append(self._jump_step(a, b, pc))
-                info.append(("JumpFalseCall", (a,)))
+                info.append(("JumpFalseCall", (a,), pc))
                 has_jumps = True
             elif kind == FREE_CALL:
                 if self.tags[a] != TENSOR:
                     raise self.fail(f"FreeCall at instruction {pc} frees value {a}, which is not a tensor")
                 steps.append(None)  # memory is reused by the plan; nothing to release here
-                info.append(("FreeCall", (a,)))
+                info.append(("FreeCall", (a,), pc))
         if not has_jumps:
             keep = [(s, n) for s, n in zip(steps, info) if s is not None]
             return False, [s for s, _ in keep], [n for _, n in keep]
         return True, [s if s is not None else _noop for s in steps], info
+
+    # -- constant folding ------------------------------------------------------------------------------------
+    def _fold_plan(self) -> _FoldPlan | None:
+        # programs with jumps are left alone: an instruction there may run any number of times, or never
+        plan = self.plan
+        if os.environ.get("PTERUN_NO_FOLD") or not _uses_kernels(plan) or \
+                any(k == JUMP_FALSE_CALL for c in plan.chains for k, _, _ in c):
+            return None
+        return _FoldPlan({i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and _is_constant(d)})
+
+    def _fold_candidates(self, fp: _FoldPlan) -> None:
+        """Find the instructions whose outputs may be detached from the memory plan (once, when the first
+        instruction with constant inputs turns up).
+
+        The kernel must write only out arguments; it must be the only writer of its outputs, nothing may read
+        them before it, and nothing may reach them but as a kernel's input (raw kernels, delegates and moves get
+        the Tensor object, not its array). Records where each tensor is read and written, for
+        :meth:`_arena_unshared`.
+        """
+        plan, tags, values = self.plan, self.tags, self.values
+        KERNELS = _kernels()
+        reads, writes = fp.reads, fp.writes
+        exposed: set[int] = set()
+        written_by = {}
+        lists = (TENSOR_LIST, OPT_TENSOR_LIST)
+        pos = 0
+        for ci, chain in enumerate(plan.chains):
+            for pc, (kind, a, b) in enumerate(chain):
+                pos += 1
+                fp.position[(ci, pc)] = pos
+                kernel = KERNELS[plan.operators[a]] if kind == KERNEL_CALL else None
+                if kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
+                    slots = set(b if kind != MOVE_CALL else (a, b))
+                    slots.update(j for i in tuple(slots) if tags[i] in lists for j in values[i] if j >= 0)
+                    exposed.update(slots)
+                    for j in slots:  # these may write too; counting only reads is the cautious side
+                        reads.setdefault(j, []).append(pos)
+                if kernel is None or kernel.raw:
+                    continue
+                written, outs_only = [], True
+                for arg, vi in zip(kernel.schema.args, b):
+                    tag = tags[vi]
+                    if tag == TENSOR:
+                        slots = (vi,)
+                    elif tag in lists:
+                        slots = [j for j in values[vi] if j >= 0 and tags[j] == TENSOR]
+                    elif arg.mutable:
+                        outs_only = False
+                        continue
+                    else:
+                        continue
+                    if arg.mutable:
+                        written.extend(slots)
+                        for j in slots:
+                            writes.setdefault(j, []).append(pos)
+                        if arg.kwarg_only:
+                            continue
+                        outs_only = False  # an in-place update (self!) reads what it writes
+                    for j in slots:
+                        reads.setdefault(j, []).append(pos)
+                if len(b) == len(kernel.schema.args) + 1 and not kernel.schema.mutable and tags[b[-1]] == TENSOR:
+                    writes.setdefault(b[-1], []).append(pos)  # a functional op's return slot (allclose.Tensor)
+                if outs_only and written:
+                    written_by[(ci, pc)] = written
+        # what a call leaves behind is read after its last instruction: outputs, and state kept across calls
+        for j in plan.outputs:
+            reads.setdefault(j, []).append(pos + 1)
+        for j, (tag, d) in enumerate(plan.values):
+            if tag == TENSOR and d.memory_id is not None and (d.data_buffer_idx > 0 or d.location == EXTERNAL):
+                reads.setdefault(j, []).append(pos + 1)
+        io = set(plan.inputs) | set(plan.outputs)
+
+        def detachable(j: int, at: int) -> bool:
+            d = plan.values[j][1]
+            return (writes[j] == [at] and reads.get(j, (at + 1,))[0] > at and j not in exposed and j not in io
+                    and j not in self.volatile and j not in fp.constants and d.dynamism == STATIC
+                    and d.memory_id in (None, 1))  # ids >= 2 hold state other methods share
+        fp.candidates = {at: w for at, w in written_by.items() if all(detachable(j, fp.position[at]) for j in w)}
+
+    def _fold(self, kernel, args: tuple, ci: int, pc: int) -> bool:
+        """Compute instruction ``pc`` now if its inputs are constants; False leaves it to run as a step.
+
+        The kernel writes into fresh memory, never into the arena other tensors share. A result that is a view
+        of a constant (a transposed weight) is kept as that view, zero-copy; anything else is copied into the
+        tensor's own memory, within the method's budget. Any failure here is silent: the step then raises the
+        same error when it runs, with the usual context.
+        """
+        if kernel.raw or kernel.name in NOT_FOLDED or not kernel.schema.mutable:
+            return False
+        values, tags, fp = self.values, self.tags, self._folding
+        schema = kernel.schema
+        for arg, vi in zip(schema.args, args):
+            if arg.mutable:
+                continue
+            items = values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,)
+            if any(j >= 0 and tags[j] == TENSOR and j not in fp.constants for j in items):
+                return False
+        if fp.candidates is None:
+            fp.candidates = {}  # stays empty if the analysis fails: folding is an optimization, never a load error
+            try:
+                self._fold_candidates(fp)
+            except Exception as e:  # noqa: BLE001
+                log.debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
+        written = fp.candidates.get((ci, pc))
+        if written is None:
+            return False
+        nbytes = sum(values[j].array.nbytes for j in written)
+        if nbytes > fp.budget and kernel.name not in _VIEW_KERNELS:
+            return False
+        if not self._arena_unshared(written, fp.position[(ci, pc)]):
+            return False
+        fresh = {j: values[j].detached() for j in written}
+        self.binder.where = f"{self.where}: instruction {pc} ({kernel.name})"
+        try:
+            call, sources = [], []
+            for arg, vi in zip(schema.args, args):
+                if arg.mutable:
+                    call.append(fresh[vi].array if tags[vi] == TENSOR else [fresh[j].array for j in values[vi]])
+                    continue
+                is_dyn, v = self.binder.bind(arg, vi)
+                if is_dyn:
+                    return False
+                call.append(v)
+                sources.extend(x for x in (v if isinstance(v, list) else (v,)) if isinstance(x, np.ndarray))
+            with np.errstate(all="ignore"):
+                results = kernel.fn(*call)
+            if len(schema.mutable) == 1:
+                results = (results,)
+            contents = {}
+            for m, r in zip(schema.mutable, results, strict=True):
+                vi = args[m]
+                if tags[vi] == TENSOR:
+                    contents[vi] = r
+                else:
+                    contents.update(zip(values[vi], [None] * len(values[vi]) if r is None else r, strict=True))
+            final, copied = {}, 0
+            for j, r in contents.items():
+                own = fresh[j].array
+                if isinstance(r, np.ndarray) and r.dtype == own.dtype and r.shape == own.shape and \
+                        any(np.may_share_memory(r, src) for src in sources):
+                    final[j] = r  # a view of a constant: no copy, no new memory
+                    continue
+                if r is not None and r is not own:
+                    fresh[j].write(r)  # as the interpreter would store the result: cast, shape checked
+                final[j] = own
+                copied += own.nbytes
+        except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
+            log.debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name, type(e).__name__, e)
+            return False
+        if copied > fp.budget:
+            return False
+        fp.budget -= copied
+        for j, array in final.items():
+            values[j].freeze(array)
+            fp.constants.add(j)
+        return True
+
+    def _arena_unshared(self, written: list[int], at: int) -> bool:
+        """Whether no other tensor expects the outputs of the instruction at position ``at`` in the arena.
+
+        The memory plan may lay a second tensor over an output's bytes on purpose (a view the exporter turned
+        into an alias) or for reuse after it is dead. Reuse is safe to detach from: the other tensor is written
+        again before it is read. An alias is not: it would read arena bytes nobody writes any more.
+        """
+        fp, plan = self._folding, self.plan
+        if fp.spans is None:
+            planned = [(j, d.memory_offset, d.memory_offset + d.nbytes) for j, (tag, d) in enumerate(plan.values)
+                       if tag == TENSOR and d.memory_id == 1]
+            fp.spans = np.array(planned, np.int64).reshape(-1, 3).T
+        slots, starts, ends = fp.spans
+        for j in written:
+            d = plan.values[j][1]
+            if d.memory_id is None:
+                continue
+            lo, hi = d.memory_offset, d.memory_offset + d.nbytes
+            for k in slots[(starts < hi) & (ends > lo)].tolist():
+                if k in written:
+                    continue
+                rd, wr = fp.reads.get(k, ()), fp.writes.get(k, ())
+                r, w = bisect.bisect_right(rd, at), bisect.bisect_right(wr, at)
+                if r < len(rd) and (w == len(wr) or wr[w] >= rd[r]):
+                    return False  # read after the instruction without being written in between
+        return True
 
     def _kernel_step(self, kernel, args: tuple, pc: int):
         where = f"instruction {pc} ({kernel.name})"
@@ -391,7 +606,8 @@ class MethodRunner:
                 raise self._kernel_error(info, pc, e) from e
 
     def _kernel_error(self, info, pc: int, cause: Exception) -> KernelError:
-        name, args = info[pc] if pc < len(info) else ("?", ())
+        # ``pc`` counts steps; the message names the program's own instruction index
+        name, args, pc = info[pc] if pc < len(info) else ("?", (), pc)
         shapes = []
         for a in args:
             v = self.values[a] if 0 <= a < len(self.values) else None
@@ -418,6 +634,25 @@ class MethodRunner:
 
 def _noop():
     return None
+
+
+class _FoldPlan:
+    """What constant folding needs while a method's chains are built; dropped afterwards."""
+
+    def __init__(self, constants: set[int]):
+        self.constants = constants  # tensor slots known at load: the program's constants, then folded outputs
+        self.budget = FOLD_BUDGET  # bytes folded results may still take
+        # (chain, instruction) -> the tensor slots it writes; None until an instruction's inputs are constant
+        self.candidates: dict[tuple[int, int], list[int]] | None = None
+        self.position: dict[tuple[int, int], int] = {}  # (chain, instruction) -> position in program order
+        self.reads: dict[int, list[int]] = {}  # slot -> positions reading it, ascending
+        self.writes: dict[int, list[int]] = {}  # slot -> positions writing it, ascending
+        self.spans = None  # (slot, start, end) of every tensor in arena 1, built at the first fold attempt
+
+
+def _is_constant(d: TensorDesc) -> bool:
+    """A read-only tensor of the program or its external data (not one copied into the memory plan)."""
+    return d.memory_id is None and (d.data_buffer_idx > 0 or (d.location == EXTERNAL and d.fqn is not None))
 
 
 def _kernels() -> dict:

@@ -22,6 +22,9 @@ import numpy as np
 __all__ = ["Tensor", "ShapeError", "strides_for"]
 
 
+_NO_STORAGE = np.zeros(0, np.uint8)
+
+
 class ShapeError(ValueError):
     """An output does not fit its tensor (static shape mismatch, rank change, or over the bound)."""
 
@@ -82,6 +85,23 @@ class Tensor:
         self.capacity = max(self.capacity, math.prod(shape))
         self.shape = tuple(int(s) for s in shape)
         self.array = self._view(self.shape)
+
+    def detached(self) -> Tensor:
+        """A tensor like this one over memory of its own, uninitialized (as arena memory is)."""
+        nbytes = self.capacity * self.dtype.itemsize
+        return Tensor(self.dtype, self.shape, self.dim_order, np.empty(nbytes, np.uint8), self.dynamic)
+
+    def freeze(self, array: np.ndarray) -> None:
+        """Make this tensor the read-only constant ``array`` (same shape and dtype), leaving the memory it was
+        planned in. ``array`` may be a strided view of another constant (a transposed weight); ``storage`` then
+        no longer holds the contents, so only ``array`` may be read from a frozen tensor."""
+        if array.shape != self.shape or array.dtype != self.dtype:
+            raise ShapeError(f"cannot freeze a {array.dtype}{list(array.shape)} array into a {self!r}")
+        array = array.view()
+        array.flags.writeable = False
+        ordered = array.transpose(self.dim_order)
+        self.storage = ordered.reshape(-1).view(np.uint8) if ordered.flags.c_contiguous else _NO_STORAGE
+        self.array = array
 
     def write(self, value) -> None:
         """Copy ``value`` (an array or NumPy scalar) into this tensor, resizing it first when it is dynamic."""

@@ -1,0 +1,201 @@
+"""Constant folding at load: instructions on constants run once, and nothing about the results changes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pterun.interp.method as method_module
+import pterun.kernels.random as random_kernels
+from fixtures_util import FIXTURES, load_calls, portable_fixture_names
+from pterun import KernelError, Runtime
+from pterun.format.program import INT, INT_LIST, KERNEL_CALL, Plan
+from pterun.interp.method import MethodRunner
+from pterun.kernels import KERNELS
+from pterun.kernels.registry import Kernel
+from pterun.profile import profile
+
+
+def _load(name: str, *, fold: bool, monkeypatch, method: str = "forward"):
+    if fold:
+        monkeypatch.delenv("PTERUN_NO_FOLD", raising=False)
+    else:
+        monkeypatch.setenv("PTERUN_NO_FOLD", "1")
+    data = {"data_path": FIXTURES / f"{name}.ptd"} if (FIXTURES / f"{name}.ptd").exists() else {}
+    return Runtime.get().load_program(FIXTURES / f"{name}.pte", **data).load_method(method)
+
+
+def _steps(m) -> int:
+    return sum(len(steps) for _, steps, _ in m._runner.chains)
+
+
+def _run(runner: MethodRunner, inputs: list) -> list:
+    runner.set_inputs(inputs)
+    runner.run()
+    return runner.collect_outputs()
+
+
+@pytest.mark.parametrize("name", portable_fixture_names())
+def test_folded_programs_give_the_same_outputs_as_unfolded(name, monkeypatch):
+    calls = load_calls(name)
+    for method in sorted({c["method"] for c in calls}):
+        folded = _load(name, fold=True, monkeypatch=monkeypatch, method=method)
+        plain = _load(name, fold=False, monkeypatch=monkeypatch, method=method)
+        assert not plain._runner.folded
+        for call in (c for c in calls if c["method"] == method):
+            for got, want in zip(folded.execute(call["inputs"]), plain.execute(call["inputs"])):
+                if not isinstance(want, np.ndarray):
+                    assert got == want
+                elif want.dtype.kind == "f":
+                    # a folded permute is the weight's transposed view, not a contiguous copy: for a one-row
+                    # matmul BLAS may then add in another order, so the last bits can differ (nothing more)
+                    assert got.dtype == want.dtype
+                    scale = float(np.max(np.abs(want), initial=1.0))
+                    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale, err_msg=f"{name}.{method}")
+                else:
+                    np.testing.assert_array_equal(got, want, err_msg=f"{name}.{method}")
+
+
+def test_the_folded_mlp_is_bit_identical(monkeypatch):
+    folded = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    plain = _load("mlp", fold=False, monkeypatch=monkeypatch)
+    x = load_calls("mlp")[0]["inputs"]
+    np.testing.assert_array_equal(folded.execute(x)[0], plain.execute(x)[0])
+
+
+def test_the_weights_permutes_leave_the_mlp(monkeypatch):
+    folded = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    plain = _load("mlp", fold=False, monkeypatch=monkeypatch)
+    assert [n for _, _, n in folded._runner.folded] == ["aten::permute_copy.out"] * 3
+    assert _steps(folded) == _steps(plain) - 3
+    (_, steps, info), = folded._runner.chains
+    assert len(steps) == len(info) and "aten::permute_copy.out" not in [n for n, *_ in info]
+    rows = profile(folded, load_calls("mlp")[0]["inputs"], repeat=2)
+    assert "aten::permute_copy.out" not in {r.name for r in rows}
+
+
+def test_a_folded_permute_is_a_read_only_view_of_the_weight(monkeypatch):
+    runner = _load("mlp", fold=True, monkeypatch=monkeypatch)._runner
+    for ci, pc, _ in runner.folded:
+        weight, _, out = runner.plan.chains[ci][pc][2][:3]
+        w, t = runner.values[weight].array, runner.values[out].array
+        assert np.shares_memory(t, w), "the transposed weight should be a view, not a copy"
+        np.testing.assert_array_equal(t, w.T)
+        assert not t.flags.writeable
+        assert not np.shares_memory(t, runner.arenas[1])
+
+
+def test_folded_values_survive_repeated_calls(monkeypatch):
+    folded = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    plain = _load("mlp", fold=False, monkeypatch=monkeypatch)
+    runner = folded._runner
+    before = [runner.values[out].array.copy() for ci, pc, _ in runner.folded
+              for out in runner.plan.chains[ci][pc][2][-1:]]
+    rng = np.random.default_rng(1)
+    x = load_calls("mlp")[0]["inputs"][0]
+    for _ in range(4):  # the arena the permutes were planned in is overwritten by every call
+        xi = rng.standard_normal(x.shape).astype(x.dtype)
+        np.testing.assert_array_equal(folded.execute([xi])[0], plain.execute([xi])[0])
+    after = [runner.values[out].array for ci, pc, _ in runner.folded for out in runner.plan.chains[ci][pc][2][-1:]]
+    for b, a in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_computed_results_get_memory_of_their_own(monkeypatch):
+    runner = _load("q_static_cnn", fold=True, monkeypatch=monkeypatch)._runner
+    dequantized = [runner.plan.chains[ci][pc][2][-1] for ci, pc, n in runner.folded if "dequantize" in n]
+    assert dequantized, "the weights' dequantize ops should be folded"
+    for j in dequantized:
+        a = runner.values[j].array
+        assert not a.flags.writeable and not np.shares_memory(a, runner.arenas[1])
+        assert a.dtype == np.float32 and np.isfinite(a).all()
+
+
+def test_the_budget_limits_copies_but_not_views(monkeypatch):
+    monkeypatch.setattr(method_module, "FOLD_BUDGET", 0)
+    assert not _load("q_static_cnn", fold=True, monkeypatch=monkeypatch)._runner.folded
+    assert len(_load("mlp", fold=True, monkeypatch=monkeypatch)._runner.folded) == 3
+
+
+def test_random_kernels_are_never_folded():
+    random_ops = {name for name, k in KERNELS.items() if k.fn.__module__ == random_kernels.__name__}
+    assert random_ops and random_ops <= method_module.NOT_FOLDED
+
+
+def test_a_randn_of_constant_arguments_still_draws_on_every_call():
+    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    plan = program._plan("forward")
+    kind, _, (_, _, out, ret) = plan.chains[0][0]
+    assert kind == KERNEL_CALL and plan.operators[plan.chains[0][0][1]] == "aten::permute_copy.out"
+    # replace the first weight's permute by a randn of the same shape: every argument is a constant
+    sizes = plan.values[out][1].sizes
+    values = list(plan.values) + [(INT, s) for s in sizes]
+    values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
+    chain = [(KERNEL_CALL, len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
+    randn_plan = Plan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
+                      plan.delegates, plan.buffer_sizes)
+    runner = MethodRunner(program._pf, randn_plan, shared_arenas={})
+    assert "aten::randn.out" not in [n for _, _, n in runner.folded]
+    assert [n for _, _, n in runner.folded] == ["aten::permute_copy.out"] * 2
+    x = load_calls("mlp")[0]["inputs"]
+    first, second = _run(runner, x)[0], _run(runner, x)[0]
+    assert not np.array_equal(first, second)
+
+
+def test_a_constant_computation_returned_as_output_is_still_returned():
+    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    plan = program._plan("forward")
+    # the last permute's output (its arena bytes are not reused after it) becomes a method output too: it
+    # stays a step, and callers get their own copy
+    pc = max(i for i, (_, op, _) in enumerate(plan.chains[0]) if plan.operators[op] == "aten::permute_copy.out")
+    weight, _, out = plan.chains[0][pc][2][:3]
+    out_plan = Plan(plan.name, plan.values, plan.inputs, (*plan.outputs, out), plan.chains, plan.operators,
+                    plan.delegates, plan.buffer_sizes)
+    runner = MethodRunner(program._pf, out_plan, shared_arenas={})
+    folded = [p for _, p, _ in runner.folded]
+    assert folded and pc not in folded
+    x = load_calls("mlp")[0]["inputs"]
+    for _ in range(2):
+        result, transposed = _run(runner, x)
+        np.testing.assert_array_equal(transposed, runner.values[weight].array.T)
+        assert transposed.flags.writeable and not np.shares_memory(transposed, runner.values[weight].array)
+        np.testing.assert_allclose(result, load_calls("mlp")[0]["outputs"][0], rtol=1e-4, atol=1e-5)
+
+
+def test_outputs_read_through_an_alias_are_not_folded(monkeypatch):
+    # transformer.pte reads an expand_copy's output through a second value laid over the same arena bytes
+    # (the exporter's alias of a view); folding it would leave that alias reading stale memory
+    runner = _load("transformer", fold=True, monkeypatch=monkeypatch)._runner
+    names = [n for _, _, n in runner.folded]
+    assert "aten::permute_copy.out" in names and "aten::expand_copy.out" not in names
+
+
+def test_programs_with_jumps_are_not_folded(monkeypatch):
+    assert not _load("cond", fold=True, monkeypatch=monkeypatch)._runner.folded
+
+
+def test_a_kernel_failing_at_load_fails_at_run_time_as_before(monkeypatch):
+    def broken(*args):
+        raise FloatingPointError("boom")
+
+    old = KERNELS["aten::permute_copy.out"]
+    monkeypatch.setitem(KERNELS, old.name, Kernel(old.name, broken, old.schema))
+    m = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    assert not m._runner.folded
+    with pytest.raises(KernelError, match="aten::permute_copy.out failed at instruction 0") as e:
+        m.execute(load_calls("mlp")[0]["inputs"])
+    assert isinstance(e.value.__cause__, FloatingPointError)
+
+
+def test_errors_name_the_programs_instruction_index_after_folding(monkeypatch):
+    def broken(*args):
+        raise FloatingPointError("boom")
+
+    old = KERNELS["aten::relu.out"]
+    monkeypatch.setitem(KERNELS, old.name, Kernel(old.name, broken, old.schema))
+    m = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    assert m._runner.folded
+    with pytest.raises(KernelError) as e:
+        m.execute(load_calls("mlp")[0]["inputs"])
+    pc = e.value.instruction
+    assert m._runner.plan.operators[m._runner.plan.chains[0][pc][1]] == "aten::relu.out"
