@@ -112,8 +112,11 @@ class Runtime:
     def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
-            num_threads: BLAS threads for matrix products (process-wide). Defaults to
-                ``$PTERUN_NUM_THREADS`` when set, else the BLAS library's own setting is left alone.
+            num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
+                products are split over this many threads of pterun's own, and BLAS is held at one thread
+                so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
+                when set, else pterun computes on the calling thread and leaves the BLAS library's own
+                setting alone.
         """
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
@@ -126,8 +129,9 @@ class Runtime:
                                  f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
         self.num_threads = num_threads
         if num_threads is not None:
-            from pterun.threads import set_blas_threads
-            set_blas_threads(num_threads)
+            from pterun.threads import set_blas_threads, set_num_threads
+            set_num_threads(num_threads)
+            set_blas_threads(1)
 
     @staticmethod
     @functools.lru_cache(maxsize=1)

@@ -2,7 +2,8 @@
 transposed), max/avg pooling and adaptive average pooling.
 
 Convolution is one GEMM per group over an im2col view (``sliding_window_view``); depthwise layers use
-shifted multiply-adds instead. Example::
+shifted multiply-adds instead. With several threads (:mod:`pterun.threads`) large GEMMs split by rows and
+depthwise layers by channels. Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.conv_pool import conv2d
@@ -13,13 +14,17 @@ shifted multiply-adds instead. Example::
 
 from __future__ import annotations
 
-
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from pterun.kernels._common import F32
 from pterun.kernels.registry import register
+from pterun.threads import num_threads, parallel_for
+
+# Work below which a split over pterun's threads does not repay waking one (see pterun.threads): multiply-adds
+# of a GEMM, output elements times kernel taps of a depthwise convolution.
+SPLIT_MACS = 8_000_000
+SPLIT_TAPS = 1_000_000
 
 
 def _pair(v, n=2):
@@ -52,7 +57,7 @@ def conv2d(x, weight, bias, stride, padding, dilation, groups):
         og = o // groups
         if groups == 1:
             cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-            out = (cols @ weight.reshape(o, -1).T).reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
+            out = _gemm(cols, weight.reshape(o, -1).T).reshape(n, oh, ow, o).transpose(0, 3, 1, 2)
         else:
             cols = win.reshape(n, groups, cg, oh, ow, kh, kw).transpose(0, 1, 3, 4, 2, 5, 6)
             cols = cols.reshape(n, groups, oh * ow, cg * kh * kw)
@@ -73,10 +78,28 @@ def _depthwise(xp, weight, stride, dilation, padded_hw):
     oh = (hp - (kh - 1) * dh - 1) // sh + 1
     ow = (wp - (kw - 1) * dw - 1) // sw + 1
     out = np.zeros((n, c, oh, ow), dtype=np.result_type(xp, weight))
-    for i in range(kh):
-        for j in range(kw):
-            tap = xp[:, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
-            out += tap * weight[:, 0, i, j].reshape(1, c, 1, 1)
+
+    def channels(c0: int, c1: int) -> None:
+        part = out[:, c0:c1]
+        for i in range(kh):
+            for j in range(kw):
+                tap = xp[:, c0:c1, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
+                part += tap * weight[c0:c1, 0, i, j].reshape(1, c1 - c0, 1, 1)
+
+    if num_threads() > 1 and out.size * kh * kw >= SPLIT_TAPS:
+        parallel_for(c, channels, min_rows=8)
+    else:
+        channels(0, c)
+    return out
+
+
+def _gemm(cols: np.ndarray, wmat: np.ndarray) -> np.ndarray:
+    """``cols @ wmat``, split by rows over pterun's threads when the product is large."""
+    m, k = cols.shape
+    if num_threads() < 2 or m * k * wmat.shape[1] < SPLIT_MACS or cols.dtype != wmat.dtype:
+        return cols @ wmat
+    out = np.empty((m, wmat.shape[1]), cols.dtype)
+    parallel_for(m, lambda lo, hi: np.dot(cols[lo:hi], wmat, out=out[lo:hi]), min_rows=64)
     return out
 
 

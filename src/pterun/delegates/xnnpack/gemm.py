@@ -23,6 +23,7 @@ from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.compile import Compiler
 from pterun.delegates.xnnpack.nodes import builds, chain
+from pterun.threads import num_threads, parallel_for
 
 F32 = np.float32
 
@@ -91,7 +92,12 @@ def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int,
             return Q.requantize(kernel(xf), mult, zo, qlo, qhi, dt, inplace=True)
     else:
         kernel = make_kernel(c.real_const(w_id), bias_array(c, node.bias_id, channels))
-        f = chain(rx.real(), kernel, ro.store(node.output_min, node.output_max, fresh=True))
+        lo, hi = node.output_min, node.output_max
+        if hasattr(kernel, "clamp") and ro.kind == "float" and ro.dtype == F32 and (np.isfinite(lo) or np.isfinite(hi)):
+            kernel.clamp = (F32(lo), F32(hi))  # applied by the kernel to each block while it is in cache
+            f = chain(rx.real(), kernel)
+        else:
+            f = chain(rx.real(), kernel, ro.store(lo, hi, fresh=True))
 
     def step(env):
         env[o] = f(env[x])
@@ -116,7 +122,19 @@ def build_fully_connected(c: Compiler, node) -> None:
         add_bias = None if bias is None else ops.BiasAdd(bias)
 
         def kernel(a):
-            y = a.reshape(-1, k).dot(w_kn)  # 2-D dot: BLAS on either memory order, less overhead than matmul
+            a2 = a.reshape(-1, k)
+            m = a2.shape[0]
+            rows = ops.SPLIT_MIN_ROWS
+            if num_threads() > 1 and a2.dtype == F32 and (m * k * n_out >= ops.SPLIT_MACS and m >= 2 * rows
+                                                          or m == 1 and k * n_out >= ops.SPLIT_GEMV):
+                y = np.empty((m, n_out), F32)
+                if m == 1:  # one row (a decode step): the columns split, each thread streams its own weights
+                    parallel_for(n_out, lambda lo, hi: np.dot(a2, w_kn[:, lo:hi], out=y[:, lo:hi]),
+                                 min_rows=4 * rows)
+                else:
+                    parallel_for(m, lambda lo, hi: np.dot(a2[lo:hi], w_kn, out=y[lo:hi]), min_rows=rows)
+            else:
+                y = a2.dot(w_kn)  # 2-D dot: BLAS on either memory order, less overhead than matmul
             if add_bias is not None:
                 add_bias(y)
             return y.reshape(a.shape[:-1] + (n_out,))

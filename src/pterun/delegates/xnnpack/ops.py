@@ -29,7 +29,16 @@ from collections import namedtuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pterun.threads import num_threads, parallel_for
+
 F32 = np.float32
+# Work below which a split is not worth waking another thread (about 0.2-0.3 ms on one core): multiply-adds
+# of a GEMM, weights read by a one-row product (memory-bound), and output elements times kernel taps of a
+# depthwise convolution.
+SPLIT_MACS = 8_000_000
+SPLIT_GEMV = 1_000_000
+SPLIT_TAPS = 3_000_000
+SPLIT_MIN_ROWS = 64  # rows of a GEMM part (four times that many columns when one row splits by columns)
 
 try:  # the ufunc behind np.clip, without np.clip's Python-level argument handling (several µs a call)
     from numpy._core.umath import clip
@@ -218,7 +227,9 @@ class Conv2d:
     no copy). Patches are gathered into a per-thread scratch matrix: pixel-major ``[m, kh*kw*ic]`` rows, one
     copy per kernel row (its ``kw * ic`` inputs are adjacent in NHWC), or for few input channels tap-major
     ``[kh*kw*ic, m]`` (one long copy per tap and channel), which the GEMM reads transposed. 1x1 unpadded
-    convolutions multiply the input itself.
+    convolutions multiply the input itself. With several threads (:mod:`pterun.threads`) a large layer is
+    split by output rows: each thread gathers its own patches and multiplies them into its rows of the output.
+    ``clamp`` (lo, hi), when set, is applied to each part while it is still in cache.
     """
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, groups: int = 1):
@@ -232,6 +243,7 @@ class Conv2d:
             w = weight.reshape(groups, ocg, kh, kw, icg).transpose(0, 2, 3, 4, 1)  # [g, kh, kw, icg, ocg]
             self.wmat = np.ascontiguousarray(w.reshape(groups, kh * kw * icg, ocg), dtype=F32)
         self.bias = None if bias is None else BiasAdd(bias)
+        self.clamp: tuple | None = None
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n, h, w, c = x.shape
@@ -239,56 +251,80 @@ class Conv2d:
         oh, ow = g.output_size(h, w)
         (kh, kw), (sh, sw) = g.kernel, g.stride
         m = n * oh * ow
-        if self.pointwise:
-            if (sh, sw) != (1, 1):
-                x = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
-            cols = x.reshape(m, c)
-        elif self.groups == 1 and c < 16:
-            cols = self._im2col_tap_major(x, oh, ow)
-        else:
-            cols = self._im2col(x, oh, ow)
         if self.groups == 1:
-            y = cols.dot(self.wmat)  # 2-D dot: BLAS on either memory order, less call overhead than matmul
-        else:
-            icg = c // self.groups
-            cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
-            y = np.matmul(cols, self.wmat).transpose(1, 0, 2).reshape(m, self.oc)
+            y = np.empty((m, self.oc), F32)
+            split = num_threads() > 1 and m * kh * kw * c * self.oc >= SPLIT_MACS
+            if self.pointwise:
+                if (sh, sw) != (1, 1):
+                    x = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
+                cols = x.reshape(m, c)
+                if split:
+                    parallel_for(m, lambda lo, hi: self._gemm(cols[lo:hi], y[lo:hi]), min_rows=SPLIT_MIN_ROWS)
+                else:
+                    self._gemm(cols, y)
+            else:
+                tap_major = c < 16
+                xp = padded(x, g.pads(h, w), "conv_pad", channels_first=tap_major)
+                gather = self._im2col_tap_major if tap_major else self._im2col
+                if split and n == 1:
+                    parallel_for(oh, lambda r0, r1: self._gemm(gather(xp, n, c, r0, r1, ow),
+                                                                  y[r0 * ow : r1 * ow]), min_rows=2)
+                else:
+                    self._gemm(gather(xp, n, c, 0, oh, ow), y)
+            return y.reshape(n, oh, ow, self.oc)
+        cols = self._im2col(padded(x, g.pads(h, w), "conv_pad"), n, c, 0, oh, ow)
+        icg = c // self.groups
+        cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
+        y = np.matmul(cols, self.wmat).transpose(1, 0, 2).reshape(m, self.oc)
         if self.bias is not None:
             self.bias(y)
+        if self.clamp is not None:
+            clip(y, *self.clamp, out=y)
         return y.reshape(n, oh, ow, self.oc)
 
-    def _im2col(self, x: np.ndarray, oh: int, ow: int) -> np.ndarray:
-        n, h, w, c = x.shape
+    def _gemm(self, cols: np.ndarray, y: np.ndarray) -> None:
+        """``y = cols @ wmat (+ bias, clamped)`` for one block of rows, written in place."""
+        np.dot(cols, self.wmat, out=y)  # 2-D dot: BLAS on either memory order, less call overhead than matmul
+        if self.bias is not None:
+            self.bias(y)
+        if self.clamp is not None:
+            clip(y, *self.clamp, out=y)
+
+    def _im2col(self, xp: np.ndarray, n: int, c: int, r0: int, r1: int, ow: int) -> np.ndarray:
+        """Patches of output rows ``r0:r1`` from the padded NHWC input, pixel-major ``[m, kh*kw*c]``."""
         g = self.geom
         (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
-        xp = padded(x, g.pads(h, w), "conv_pad")
-        cols = scratch("conv_cols", (n, oh, ow, kh, kw, c), x.dtype)
+        r = r1 - r0
+        cols = scratch("conv_cols", (n, r, ow, kh, kw, c), xp.dtype)
         if dw == 1:  # the kw taps of a row are kw*c adjacent elements: one copy per kernel row
             xp = np.ascontiguousarray(xp)
             hp, wp = xp.shape[1:3]
             win = sliding_window_view(xp.reshape(n, hp, wp * c), kw * c, axis=2)  # [n, hp, wp*c-kw*c+1, kw*c]
             win = win[:, :, : sw * c * (ow - 1) + 1 : sw * c]
-            rows = cols.reshape(n, oh, ow, kh, kw * c)
+            rows = cols.reshape(n, r, ow, kh, kw * c)
             for ky in range(kh):
-                np.copyto(rows[:, :, :, ky], win[:, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh])
+                y0 = ky * dh + sh * r0
+                np.copyto(rows[:, :, :, ky], win[:, y0 : y0 + sh * (r - 1) + 1 : sh])
         else:
             for ky in range(kh):
-                rows = xp[:, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh]
+                y0 = ky * dh + sh * r0
+                rows = xp[:, y0 : y0 + sh * (r - 1) + 1 : sh]
                 for kx in range(kw):
                     np.copyto(cols[:, :, :, ky, kx], rows[:, :, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw])
-        return cols.reshape(n * oh * ow, kh * kw * c)
+        return cols.reshape(n * r * ow, kh * kw * c)
 
-    def _im2col_tap_major(self, x: np.ndarray, oh: int, ow: int) -> np.ndarray:
-        n, h, w, c = x.shape
+    def _im2col_tap_major(self, xp: np.ndarray, n: int, c: int, r0: int, r1: int, ow: int) -> np.ndarray:
+        """Patches of output rows ``r0:r1`` from the padded NCHW input, as a transposed tap-major matrix."""
         g = self.geom
         (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
-        xp = padded(x, g.pads(h, w), "conv_pad", channels_first=True)  # [n, c, hp, wp]
-        cols = scratch("conv_cols", (kh, kw, c, n, oh, ow), x.dtype)
+        r = r1 - r0
+        cols = scratch("conv_cols", (kh, kw, c, n, r, ow), xp.dtype)
         for ky in range(kh):
-            rows = xp[:, :, ky * dh : ky * dh + sh * (oh - 1) + 1 : sh]
+            y0 = ky * dh + sh * r0
+            rows = xp[:, :, y0 : y0 + sh * (r - 1) + 1 : sh]
             for kx in range(kw):
                 np.copyto(cols[ky, kx], rows[:, :, :, kx * dw : kx * dw + sw * (ow - 1) + 1 : sw].transpose(1, 0, 2, 3))
-        return cols.reshape(kh * kw * c, n * oh * ow).T
+        return cols.reshape(kh * kw * c, n * r * ow).T
 
 
 class DepthwiseConv2d:
@@ -297,6 +333,7 @@ class DepthwiseConv2d:
     One multiply and one add per kernel tap over the whole output, with rows of ``ow * channels`` contiguous
     elements: each tap reads a unit-stride rectangle of the input (of a phase plane when strided) and skips
     the padding instead of reading a padded copy; its weights are tiled along the row once per input size.
+    With several threads a large layer is split by output rows; ``clamp`` works as in :class:`Conv2d`.
     """
 
     def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, depth_multiplier: int):
@@ -304,13 +341,14 @@ class DepthwiseConv2d:
         self.bias = None if bias is None else np.asarray(bias, F32).reshape(-1)
         self.geom, self.dm = geom, depth_multiplier
         self._plans: dict = {}
+        self.clamp: tuple | None = None
 
     def _plan(self, h: int, w: int):
         oh, ow, phases, tps = window_taps(self.geom, h, w)
         tps, full = _full_first(tps, oh, ow)
         oc = self.w.shape[-1]
         wt = np.tile(self.w, (1, 1, max(ow, 0)))  # [kh, kw, ow * oc]
-        steps = tuple((p, iy0, iy0 + oy1 - oy0, ix0 * oc, (ix0 + ox1 - ox0) * oc, oy0, oy1, ox0 * oc, ox1 * oc,
+        steps = tuple((p, iy0, ix0 * oc, (ix0 + ox1 - ox0) * oc, oy0, oy1, ox0 * oc, ox1 * oc,
                        wt[ky, kx, ox0 * oc : ox1 * oc])
                       for ky, kx, p, iy0, ix0, oy0, oy1, ox0, ox1 in tps)
         bias = None if self.bias is None else np.tile(self.bias, max(ow, 0))
@@ -329,23 +367,43 @@ class DepthwiseConv2d:
         if out.size == 0:
             return out.reshape(n, oh, ow, c)
         planes = phase_planes(x.astype(F32, copy=False), self.geom, phases, "dw_planes")
+
+        def rows(r0: int, r1: int) -> None:
+            self._rows(planes, steps, full, bias, out, r0, r1)
+
+        # strided layers are left whole: their phase planes are copied first, and what remains splits no better
+        # than the thread hand-offs cost
+        if num_threads() > 1 and out.size * len(steps) >= SPLIT_TAPS and len(phases) == 1:
+            parallel_for(oh, rows, min_rows=2)
+        else:
+            rows(0, oh)
+        return out.reshape(n, oh, ow, c)
+
+    def _rows(self, planes, steps, full, bias, out, r0: int, r1: int) -> None:
+        """Output rows ``r0:r1``: every tap's product added in, then bias and clamp."""
+        mul, add = np.multiply, np.add
+        part = out[:, r0:r1]
         first = 0
         if full:
-            p, i0, i1, j0, j1, _, _, _, _, wv = steps[0]
-            np.multiply(planes[p][:, i0:i1, j0:j1], wv, out=out)
+            p, i0, j0, j1, o0, _, _, _, wv = steps[0]
+            np.multiply(planes[p][:, i0 + r0 - o0 : i0 + r1 - o0, j0:j1], wv, out=part)
             first = 1
         else:
-            out.fill(0)
-        mul, add = np.multiply, np.add
-        tmp = scratch("dw_tmp", (out.size,))
-        for p, i0, i1, j0, j1, o0, o1, k0, k1, wv in steps[first:]:
-            t = tmp[: n * (i1 - i0) * (j1 - j0)].reshape(n, i1 - i0, j1 - j0)
-            mul(planes[p][:, i0:i1, j0:j1], wv, out=t)
-            ov = out[:, o0:o1, k0:k1]
+            part.fill(0)
+        n = out.shape[0]
+        tmp = scratch("dw_tmp", (part.size,))
+        for p, i0, j0, j1, o0, o1, k0, k1, wv in steps[first:]:
+            a, b = max(o0, r0), min(o1, r1)
+            if a >= b:
+                continue
+            t = tmp[: n * (b - a) * (j1 - j0)].reshape(n, b - a, j1 - j0)
+            mul(planes[p][:, i0 + a - o0 : i0 + b - o0, j0:j1], wv, out=t)
+            ov = out[:, a:b, k0:k1]
             add(ov, t, out=ov)
         if bias is not None:
-            add(out, bias, out=out)
-        return out.reshape(n, oh, ow, c)
+            add(part, bias, out=part)
+        if self.clamp is not None:
+            clip(part, *self.clamp, out=part)
 
 
 class ConvTranspose2d:
