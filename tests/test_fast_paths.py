@@ -131,3 +131,13 @@ def test_gelu_fast_path_follows_its_input_and_declines_other_cases():
     assert gelu.specialize(x, "tanh", out) is None
     assert gelu.specialize(x.astype(np.float64), "none", out.astype(np.float64)) is None
     assert gelu.specialize(x[:, ::2], "none", np.zeros((4, 16), F)) is None  # strided: not one flat pass
+
+
+def test_relu_fast_path_is_bitwise_the_general_kernel_on_special_values():
+    # -0.0 stays -0.0 and NaN passes through in the general kernel (where(x < 0, 0, x)); maximum(x, 0) would
+    # turn -0.0 into +0.0
+    x = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, 1e-45, -1e-45, 3.5, -2.0], F)
+    out = np.zeros_like(x)
+    KERNELS["aten::relu.out"].fn.specialize(x, out)()
+    np.testing.assert_array_equal(out.view(np.uint32), _general("aten::relu.out", (x, out), x.shape, F).view(np.uint32))
+    assert np.signbit(out[0])

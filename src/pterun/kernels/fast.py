@@ -23,6 +23,11 @@ import numpy as np
 
 from pterun.kernels.registry import KERNELS
 
+try:  # the clip ufunc itself, without np.clip's Python-level argument handling
+    from numpy._core.umath import clip as _clip
+except ImportError:  # NumPy 1.x
+    _clip = np.clip
+
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 _FLOATS = (F32, F64)
@@ -89,10 +94,11 @@ for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), 
 
 @_attach("aten::relu.out")
 def _relu(self, out):
+    # clip(x, 0, inf) is the general kernel's where(x < 0, 0, x) exactly (NaN and -0.0 pass through), and
+    # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
     if not _same_float(self, out) or self.shape != out.shape:
         return None
-    zero = self.dtype.type(0)
-    return _call(np.maximum, self, zero, out=out)
+    return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out=out)
 
 
 @_attach("aten::hardtanh.out")
