@@ -106,7 +106,7 @@ def _hardtanh(self, min_val, max_val, out):
     if not _same_float(self, out) or self.shape != out.shape:
         return None
     lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
-    return _call(np.clip, self, lo, hi, out=out)
+    return _call(_clip, self, lo, hi, out=out)
 
 
 def _view_copy(name: str):
