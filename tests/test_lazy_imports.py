@@ -88,3 +88,20 @@ def test_bfloat16_promotes_as_executorch_without_the_eager_constant():
     assert promote_types(bf16, np.dtype(ml_dtypes.float8_e4m3fn)) == bf16
     assert promote_types(bf16, f64) == f64 and promote_types(np.dtype(np.int32), bf16) == bf16
     assert widen_half(bf16) == F32 and widen_half(f16) == F32 and widen_half(f64) == f64
+
+
+def test_import_and_run_need_neither_pathlib_nor_logging():
+    # ~15 ms of import time a runtime that only loads and runs a program does not need
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(SRC)!r})
+        import numpy as np
+        import pterun
+        method = pterun.Runtime.get().load_program({str(FIXTURES / "cnn.pte")!r}).load_method("forward")
+        meta = method.metadata.input_tensor_meta(0)
+        method.execute([np.zeros(meta.sizes(), meta.numpy_dtype())])
+        print(sorted(m for m in ("pathlib", "logging") if m in sys.modules))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -23,11 +23,10 @@ Example::
 from __future__ import annotations
 
 import ctypes
-import logging
 import os
 import threading
 
-log = logging.getLogger("pterun")
+from pterun._log import logger
 
 __all__ = ["set_blas_threads", "blas_threads", "set_num_threads", "num_threads", "parallel_for"]
 
@@ -83,7 +82,7 @@ def set_blas_threads(n: int) -> bool:
             _call(_SETTERS, lib, ctypes.c_int(int(n)))
             done = True
     if not done:
-        log.warning("could not set the BLAS thread count: no OpenBLAS found and threadpoolctl is not installed")
+        logger().warning("could not set the BLAS thread count: no OpenBLAS found and threadpoolctl is not installed")
     return done
 
 

@@ -18,12 +18,12 @@ Example::
 from __future__ import annotations
 
 import bisect
-import logging
 import os
 import threading
 
 import numpy as np
 
+from pterun._log import logger
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import (DelegateError, InvalidProgramError, KernelError,
                            MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError)
@@ -33,8 +33,6 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
                                    TAG_NAMES, TENSOR, TENSOR_LIST, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
-
-log = logging.getLogger("pterun")
 
 #: Executed-instruction limit for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
 MAX_INSTRUCTIONS = 10_000_000
@@ -384,7 +382,7 @@ class MethodRunner:
             try:
                 self._fold_candidates(fp)
             except Exception as e:  # noqa: BLE001
-                log.debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
+                logger().debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
         written = fp.candidates.get((ci, pc))
         if written is None:
             return False
@@ -429,7 +427,7 @@ class MethodRunner:
                 final[j] = own
                 copied += own.nbytes
         except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
-            log.debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name, type(e).__name__, e)
+            logger().debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name, type(e).__name__, e)
             return False
         if copied > fp.budget:
             return False
