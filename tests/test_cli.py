@@ -76,3 +76,21 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_console_script_entry_point_runs_as_module():
     r = subprocess.run([sys.executable, "-m", "pterun.cli", "--version"], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.startswith("pterun ")
+
+
+def test_threads_option_sets_pterun_threads_process_wide(capsys):
+    from pterun import threads
+
+    before, blas = threads.num_threads(), threads.blas_threads()
+    try:
+        assert main(["--threads", "2", "bench", str(FIXTURES / "cnn.pte"), "--repeat", "2"]) == 0
+        assert threads.num_threads() == 2
+        if blas is not None:
+            assert threads.blas_threads() == 1
+        capsys.readouterr()
+        assert main(["--threads", "0", "bench", str(FIXTURES / "cnn.pte")]) == 1
+        assert capsys.readouterr().err == "pterun: error: ValueError: num_threads must be at least 1, got 0\n"
+    finally:
+        threads.set_num_threads(before)
+        if blas:
+            threads.set_blas_threads(blas)

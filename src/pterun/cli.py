@@ -207,6 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pterun", description="Run ExecuTorch .pte programs with NumPy only.")
     p.add_argument("--version", action="version", version=f"pterun {pterun.__version__}")
     p.add_argument("--debug", action="store_true", help="show full tracebacks and debug logging")
+    p.add_argument("--threads", type=int, metavar="N", help="compute on N threads: pterun splits large "
+                   "convolutions and matrix products itself and holds BLAS at one thread (default: "
+                   "$PTERUN_NUM_THREADS, else one thread of pterun's and BLAS as configured)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run a method on inputs from .npy/.npz files (or random inputs)")
@@ -262,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
+        if args.threads is not None:
+            pterun.Runtime(num_threads=args.threads)  # process-wide, like the environment variable
         return args.fn(args)
     except (PterunError, OSError, ValueError, TypeError, KeyError) as e:
         if args.debug:
