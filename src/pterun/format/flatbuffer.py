@@ -30,6 +30,7 @@ _U64 = struct.Struct("<Q")
 _I64 = struct.Struct("<q")
 _F32 = struct.Struct("<f")
 _F64 = struct.Struct("<d")
+_VT_HEAD = struct.Struct("<HH")  # a vtable's own size and its table's size
 
 
 class Buffer:
@@ -79,22 +80,30 @@ class Buffer:
 class Table:
     """One flatbuffer table: ``pos`` is where it starts, its vtable is read on creation."""
 
-    __slots__ = ("buf", "pos", "vt", "vt_size", "kind")
+    __slots__ = ("buf", "pos", "vt", "vt_size", "kind", "offs")
 
     def __init__(self, buf: Buffer, pos: int, kind: str = "table"):
         self.buf = buf
         self.pos = pos
         self.kind = kind
-        soff = buf.unpack(_I32, pos, f"{kind} header")
-        vt = pos - soff
-        vt_size = buf.unpack(_U16, vt, f"{kind} vtable")
+        data, size = buf.data, buf.size
+        # bounds checked inline, messages formatted only on failure: a program has thousands of tables
+        if pos < 0 or pos + 4 > size:
+            raise buf.fail(f"{kind} header at offset {pos} lies outside the {size}-byte buffer")
+        vt = pos - _I32.unpack_from(data, pos)[0]
+        if vt < 0 or vt + 4 > size:
+            raise buf.fail(f"{kind} vtable at offset {vt} lies outside the {size}-byte buffer")
+        vt_size, table_size = _VT_HEAD.unpack_from(data, vt)
         if vt_size < 4 or vt_size % 2:
             raise buf.fail(f"{kind} vtable at offset {vt} has invalid size {vt_size}")
-        buf.check(vt, vt_size, f"{kind} vtable")
-        table_size = buf.unpack(_U16, vt + 2, f"{kind} vtable")
-        buf.check(pos, max(table_size, 4), kind)
+        if vt + vt_size > size:
+            buf.check(vt, vt_size, f"{kind} vtable")
+        if pos + max(table_size, 4) > size:
+            buf.check(pos, max(table_size, 4), kind)
         self.vt = vt
         self.vt_size = vt_size
+        # every field offset at once: one unpack here instead of one per field read
+        self.offs = struct.unpack_from(f"<{(vt_size - 4) >> 1}H", data, vt + 4)
 
     @classmethod
     def root(cls, buf: Buffer, kind: str = "root table") -> "Table":
@@ -102,9 +111,10 @@ class Table:
 
     def field(self, slot: int) -> int:
         """Absolute position of the field at vtable slot ``slot``, or 0 when absent."""
-        if slot >= self.vt_size:
+        i = (slot - 4) >> 1
+        if not 0 <= i < len(self.offs):
             return 0
-        off = self.buf.unpack(_U16, self.vt + slot)
+        off = self.offs[i]
         return self.pos + off if off else 0
 
     def has(self, slot: int) -> bool:
@@ -112,7 +122,11 @@ class Table:
 
     def _scalar(self, st: struct.Struct, slot: int, default):
         p = self.field(slot)
-        return self.buf.unpack(st, p, f"{self.kind} field {slot}") if p else default
+        if not p:
+            return default
+        if p + st.size > self.buf.size:
+            raise self.buf.fail(f"{self.kind} field {slot} at offset {p} lies outside the {self.buf.size}-byte buffer")
+        return st.unpack_from(self.buf.data, p)[0]
 
     def u8(self, slot, default=0):
         return self._scalar(_U8, slot, default)
@@ -151,7 +165,10 @@ class Table:
         p = self.field(slot)
         if not p:
             return 0
-        return p + self.buf.unpack(_U32, p, f"{self.kind} offset field {slot}")
+        if p + 4 > self.buf.size:
+            raise self.buf.fail(f"{self.kind} offset field {slot} at offset {p} lies outside the "
+                                f"{self.buf.size}-byte buffer")
+        return p + _U32.unpack_from(self.buf.data, p)[0]
 
     def table(self, slot: int, kind: str = "table") -> "Table | None":
         p = self._indirect(slot)
@@ -165,8 +182,12 @@ class Table:
         p = self._indirect(slot)
         if not p:
             return 0, 0
-        n = self.buf.unpack(_U32, p, f"{self.kind} vector length")
-        self.buf.check(p + 4, n * elem_size, f"{self.kind} vector of {n} elements")
+        size = self.buf.size
+        if p + 4 > size:
+            raise self.buf.fail(f"{self.kind} vector length at offset {p} lies outside the {size}-byte buffer")
+        n = _U32.unpack_from(self.buf.data, p)[0]
+        if p + 4 + n * elem_size > size:
+            self.buf.check(p + 4, n * elem_size, f"{self.kind} vector of {n} elements")
         return p + 4, n
 
     def vector_len(self, slot: int) -> int:
@@ -195,6 +216,15 @@ class Table:
         if not start:
             return np.zeros(0, dt)
         return np.frombuffer(self.buf.array(), dtype=dt, count=n, offset=start)
+
+    def values(self, slot: int, code: str) -> tuple:
+        """A vector of scalars as a tuple of Python numbers (``code``: a ``struct`` format character, e.g. ``"i"``
+        for int32, ``"B"`` for uint8); empty when absent. Cheaper than :meth:`array` for the short vectors of
+        sizes and indices a program is made of."""
+        start, n = self._vector(slot, struct.calcsize(code))
+        if not start:
+            return ()
+        return struct.unpack_from(f"<{n}{code}", self.buf.data, start)
 
     def tables(self, slot: int, kind: str = "table") -> list["Table"]:
         start, n = self._vector(slot, 4)

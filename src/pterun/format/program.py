@@ -323,13 +323,13 @@ class _PlanReader:
     def read(self) -> Plan:
         t = self.t
         meta = t.table(6, "ContainerMetadata")
-        buffer_sizes = tuple(int(x) for x in t.array(20, np.int64))
+        buffer_sizes = t.values(20, "q")
         if any(s < 0 for s in buffer_sizes):
             raise self.fail(f"negative memory plan size in {list(buffer_sizes)}")
         values = [self.read_value(i, v) for i, v in enumerate(t.tables(8, "EValue"))]
         n = len(values)
-        inputs = tuple(int(x) for x in t.array(10, np.int32))
-        outputs = tuple(int(x) for x in t.array(12, np.int32))
+        inputs = t.values(10, "i")
+        outputs = t.values(12, "i")
         for kind, idxs in (("input", inputs), ("output", outputs)):
             for i in idxs:
                 if not 0 <= i < n:
@@ -373,13 +373,13 @@ class _PlanReader:
         if tag == TENSOR:
             return (TENSOR, self.read_tensor(i, u))
         if tag == INT_LIST:
-            return (INT_LIST, tuple(int(x) for x in u.array(4, np.int64)))
+            return (INT_LIST, u.values(4, "q"))
         if tag == DOUBLE_LIST:
-            return (DOUBLE_LIST, tuple(float(x) for x in u.array(4, np.float64)))
+            return (DOUBLE_LIST, u.values(4, "d"))
         if tag == BOOL_LIST:
-            return (BOOL_LIST, tuple(bool(x) for x in u.array(4, np.uint8)))
+            return (BOOL_LIST, tuple(bool(x) for x in u.values(4, "B")))
         if tag in (TENSOR_LIST, OPT_TENSOR_LIST):
-            return (tag, tuple(int(x) for x in u.array(4, np.int32)))
+            return (tag, u.values(4, "i"))
         raise self.fail(f"value {i} has unknown type tag {tag}")
 
     def read_tensor(self, i: int, u: Table) -> TensorDesc:
@@ -388,8 +388,8 @@ class _PlanReader:
             raise self.fail(f"tensor value {i} has invalid scalar type {st}")
         if u.i32(6) != 0:
             raise self.fail(f"tensor value {i} has a non-zero storage offset, which ExecuTorch does not allow")
-        sizes = tuple(int(x) for x in u.array(8, np.int32))
-        dim_order = tuple(int(x) for x in u.array(10, np.uint8))
+        sizes = u.values(8, "i")
+        dim_order = u.values(10, "B")
         if len(sizes) > MAX_RANK:
             raise self.fail(f"tensor value {i} has rank {len(sizes)}, above the limit of {MAX_RANK}")
         if any(s < 0 for s in sizes):
@@ -430,12 +430,12 @@ class _PlanReader:
             op = u.i32(4)
             if not 0 <= op < n_ops:
                 raise self.fail(f"KernelCall operator index {op} is out of range ({n_ops} operators)")
-            return (KERNEL_CALL, op, tuple(idx(int(a), "argument") for a in u.array(6, np.int32)))
+            return (KERNEL_CALL, op, tuple(idx(a, "argument") for a in u.values(6, "i")))
         if tag == DELEGATE_CALL:
             d = u.i32(4)
             if not 0 <= d < n_delegates:
                 raise self.fail(f"DelegateCall delegate index {d} is out of range ({n_delegates} delegates)")
-            return (DELEGATE_CALL, d, tuple(idx(int(a), "argument") for a in u.array(6, np.int32)))
+            return (DELEGATE_CALL, d, tuple(idx(a, "argument") for a in u.values(6, "i")))
         if tag == MOVE_CALL:
             return (MOVE_CALL, idx(u.i32(4), "source"), idx(u.i32(6), "destination"))
         if tag == JUMP_FALSE_CALL:
