@@ -416,7 +416,9 @@ class Method:
         self._runner = runner
         self._meta = MethodMeta(runner.plan)
         plan = runner.plan
-        self._input_specs = [plan.values[i] for i in plan.inputs]
+        # (tag, desc, dtype): the dtype resolved once, not on every call
+        self._input_specs = [(tag, desc, desc.dtype if tag == TENSOR else None)
+                             for tag, desc in (plan.values[i] for i in plan.inputs)]
         self._lock = program._lock if runner.uses_shared_arenas else runner.lock
         torch = program._torch
         self._wrap = (lambda a: torch.from_numpy(a)) if torch is not None else None
@@ -430,17 +432,17 @@ class Method:
         return self._runner.name
 
     def _check_inputs(self, inputs) -> list:
-        if isinstance(inputs, (np.ndarray, str, bytes)) or not isinstance(inputs, Sequence):
+        if type(inputs) is not list and type(inputs) is not tuple and (
+                isinstance(inputs, (np.ndarray, str, bytes)) or not isinstance(inputs, Sequence)):
             raise InvalidArgumentError(f"method {self.name!r}: inputs must be a list or tuple of values, got "
                                        f"{type(inputs).__name__}")
         specs = self._input_specs
         if len(inputs) != len(specs):
             raise InvalidArgumentError(f"method {self.name!r} takes {len(specs)} input(s), got {len(inputs)}")
         out = []
-        for i, ((tag, desc), x) in enumerate(zip(specs, inputs)):
+        for i, ((tag, desc, want), x) in enumerate(zip(specs, inputs)):
             if tag == TENSOR:
-                arr = _to_host_array(x, i)
-                want = desc.dtype
+                arr = x if type(x) is np.ndarray else _to_host_array(x, i)
                 if arr.dtype != want:
                     raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {arr.dtype.name} "
                                                "(pterun never casts inputs)")
