@@ -174,13 +174,18 @@ def test_programs_with_jumps_are_not_folded(monkeypatch):
     assert not _load("cond", fold=True, monkeypatch=monkeypatch)._runner.folded
 
 
-def test_a_kernel_failing_at_load_fails_at_run_time_as_before(monkeypatch):
+def _mlp_with_broken(op: str, monkeypatch):
+    """The mlp fixture loaded (with folding) after ``op``'s kernel is replaced by one that always raises."""
     def broken(*args):
         raise FloatingPointError("boom")
 
-    old = KERNELS["aten::permute_copy.out"]
+    old = KERNELS[op]
     monkeypatch.setitem(KERNELS, old.name, Kernel(old.name, broken, old.schema))
-    m = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    return _load("mlp", fold=True, monkeypatch=monkeypatch)
+
+
+def test_a_kernel_failing_at_load_fails_at_run_time_as_before(monkeypatch):
+    m = _mlp_with_broken("aten::permute_copy.out", monkeypatch)
     assert not m._runner.folded
     with pytest.raises(KernelError, match="aten::permute_copy.out failed at instruction 0") as e:
         m.execute(load_calls("mlp")[0]["inputs"])
@@ -188,12 +193,7 @@ def test_a_kernel_failing_at_load_fails_at_run_time_as_before(monkeypatch):
 
 
 def test_errors_name_the_programs_instruction_index_after_folding(monkeypatch):
-    def broken(*args):
-        raise FloatingPointError("boom")
-
-    old = KERNELS["aten::relu.out"]
-    monkeypatch.setitem(KERNELS, old.name, Kernel(old.name, broken, old.schema))
-    m = _load("mlp", fold=True, monkeypatch=monkeypatch)
+    m = _mlp_with_broken("aten::relu.out", monkeypatch)
     assert m._runner.folded
     with pytest.raises(KernelError) as e:
         m.execute(load_calls("mlp")[0]["inputs"])
