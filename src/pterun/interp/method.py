@@ -23,6 +23,7 @@ import threading
 
 import numpy as np
 
+from pterun._fpstate import quiet, restore
 from pterun._log import logger
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import (DelegateError, InvalidProgramError, KernelError,
@@ -576,8 +577,11 @@ class MethodRunner:
     def run(self) -> None:
         # NumPy's floating-point warnings (overflow to inf, 0/0) are part of the numbers, not errors;
         # the library never writes to stderr on its own
-        with np.errstate(all="ignore"):
+        token = quiet()
+        try:
             self._run()
+        finally:
+            restore(token)
 
     def _run(self) -> None:
         for jumps, steps, info in self.chains:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pterun._fpstate import quiet, restore
 from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.ops import clip
@@ -219,16 +220,18 @@ class Plan:
         except IndexError:
             raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
         i = 0
+        token = quiet()
         try:
-            with np.errstate(all="ignore"):
-                for i, (step, dead) in enumerate(self.schedule):
-                    step(env)
-                    for s in dead:  # drop intermediates as soon as nothing reads them (peak memory)
-                        env[s] = None
+            for i, (step, dead) in enumerate(self.schedule):
+                step(env)
+                for s in dead:  # drop intermediates as soon as nothing reads them (peak memory)
+                    env[s] = None
         except PterunError:
             raise
         except Exception as e:
             raise DelegateError(f"XNNPACK delegate failed in {self.names[i]}: {type(e).__name__}: {e}") from e
+        finally:
+            restore(token)
         self._write_outputs(args, env)
 
     def _write_outputs(self, args: list, env: list) -> None:
