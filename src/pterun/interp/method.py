@@ -626,7 +626,7 @@ class MethodRunner:
         for o in self.outputs:
             v = values[o]
             if isinstance(v, Tensor):
-                out.append(np.array(v.array, copy=True, order="K"))
+                out.append(v.array.copy(order="K"))  # the caller's own array, in the tensor's memory order
             elif isinstance(v, tuple):
                 out.append([values[j] for j in v] if self.tags[o] == INT_LIST else list(v))
             else:
