@@ -23,7 +23,8 @@ both runtimes: floats ~ N(0, 1), integers in [0, 10), bools with p = 0.5. ``--sa
 first call's outputs (``out0``, ``out1``, ...) so that a driver can compare the runtimes.
 
 For pterun it also reports ``instructions`` (executed steps: kernel, delegate and move calls; FreeCall is a no-op
-in pterun and not counted) and ``plan_instructions`` (every instruction in the plan).
+in pterun and not counted) and ``plan_instructions`` (the program's instructions, FreeCall again not counted,
+including those pterun folded at load).
 
 ``--profile`` (pterun only) wraps every step of the loaded method with a timer and reports the time per operator
 (and the slowest instructions) instead of the plain timing; see :func:`install_profiler`.
@@ -160,7 +161,9 @@ def count_instructions(method):
     if runner is None:
         return None, None
     steps = sum(len(c[1]) for c in runner.chains)
-    plan = sum(len(c) for c in runner.plan.chains)
+    from pterun.format.program import FREE_CALL  # only pterun methods get here
+
+    plan = sum(1 for c in runner.plan.chains for kind, *_ in c if kind != FREE_CALL)
     return steps, plan
 
 
