@@ -605,6 +605,9 @@ def rerender(args) -> int:
     data = json.loads(args.report.read_text())
     rows, meta = data["rows"], data["meta"]
     for row in rows:
+        pt, raw = row.get("pterun"), (row.get("raw") or {}).get("pterun") or []
+        if pt and "plan_instructions" not in pt:  # a run from before the aggregate kept it
+            pt["plan_instructions"] = next((r["plan_instructions"] for r in raw if "plan_instructions" in r), None)
         finish_row(row)
     args.out.mkdir(parents=True, exist_ok=True)
     md = write_reports(rows, meta, args, print)
