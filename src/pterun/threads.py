@@ -109,7 +109,8 @@ _pool_lock = threading.Lock()
 def set_num_threads(n: int) -> None:
     """Let pterun split large operations over ``n`` threads (the caller's and ``n - 1`` of its own).
 
-    Process-wide. The pool threads start on the first split and sleep between operations.
+    Process-wide. The pool threads start on the first split and sleep between operations. This leaves BLAS as
+    it is; ``Runtime(num_threads=n)`` also holds it at one thread, so that split products do not oversubscribe.
     """
     global _width
     n = int(n)
