@@ -251,6 +251,8 @@ class MethodRunner:
         KERNELS = _kernels() if any(k == KERNEL_CALL for k, _, _ in chain) else {}
         steps, info = [], []
         has_jumps = False
+        # a fast-path step returns what its NumPy call returns, which a chain with jumps would take for a target
+        self._steps_must_return_none = any(k == JUMP_FALSE_CALL for k, _, _ in chain)
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
@@ -492,7 +494,7 @@ class MethodRunner:
             # closure that computes straight into the output arrays, skipping promotion and the write-back
             fast = specialize(*consts)
             if fast is not None:
-                return fast
+                return _returning_none(fast) if self._steps_must_return_none else fast
         if schema.mutable:
             writers = [binder.writer(schema.args[m], args[m]) for m in schema.mutable]
             if len(writers) == 1:
@@ -636,6 +638,12 @@ class MethodRunner:
 
 def _noop():
     return None
+
+
+def _returning_none(step):
+    def wrapped():
+        step()
+    return wrapped
 
 
 class _FoldPlan:

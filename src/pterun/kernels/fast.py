@@ -1,8 +1,9 @@
 """Load-time fast paths for the hottest kernels.
 
 When every argument of an instruction is fixed at load (static shapes and dtypes, constant scalars), the
-interpreter asks the kernel's ``specialize(*args)`` for a zero-argument closure. The closures here compute
-straight into the planned output array (``out=``), skipping per-call promotion and the copy-back. Each one
+interpreter asks the kernel's ``specialize(*args)`` for a zero-argument step. The steps here compute
+straight into the planned output array (``out``), skipping per-call promotion and the copy-back; what a step
+returns is ignored (the interpreter wraps steps in chains where a return value would mean a jump). Each one
 applies only in the plain case where the result is identical to the general kernel's — same dtype
 throughout, shapes that already match — and returns None otherwise, so the general kernel runs.
 
@@ -12,12 +13,14 @@ Example::
     >>> from pterun.kernels import KERNELS
     >>> a, b, o = np.ones(3, np.float32), np.ones(3, np.float32), np.empty(3, np.float32)
     >>> step = KERNELS["aten::add.out"].fn.specialize(a, b, 1, o)
-    >>> step()
+    >>> _ = step()
     >>> o
     array([2., 2., 2.], dtype=float32)
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -33,11 +36,11 @@ F64 = np.dtype(np.float64)
 _FLOATS = (F32, F64)
 
 
-def _call(fn, *args, **kwargs):
-    """A step running ``fn(*args, **kwargs)`` that returns None (a step's return value is a jump target)."""
-    def step():
-        fn(*args, **kwargs)
-    return step
+def _call(fn, *args):
+    """A step running ``fn(*args)``: a ``functools.partial``, called from C without a Python frame, with the
+    output array passed positionally (a keyword ``out=`` costs more per call). Such a step returns what ``fn``
+    returns; the interpreter wraps it where a step's return value means a jump (chains with JumpFalse)."""
+    return partial(fn, *args)
 
 
 def _attach(name: str):
@@ -67,7 +70,7 @@ def _binary(ufunc):
             return None
         if not _broadcasts_to(out, self, other):
             return None
-        return _call(ufunc, self, other, out=out)
+        return _call(ufunc, self, other, out)
     return spec
 
 
@@ -84,7 +87,7 @@ def _binary_scalar(ufunc):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
         scalar = self.dtype.type(other)  # the scalar in the tensor's float type, as the general kernel
-        return _call(ufunc, self, scalar, out=out)
+        return _call(ufunc, self, scalar, out)
     return spec
 
 
@@ -98,7 +101,7 @@ def _relu(self, out):
     # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
     if not _same_float(self, out) or self.shape != out.shape:
         return None
-    return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out=out)
+    return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
 
 
 @_attach("aten::hardtanh.out")
@@ -106,7 +109,7 @@ def _hardtanh(self, min_val, max_val, out):
     if not _same_float(self, out) or self.shape != out.shape:
         return None
     lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
-    return _call(_clip, self, lo, hi, out=out)
+    return _call(_clip, self, lo, hi, out)
 
 
 def _view_copy(name: str):
@@ -169,10 +172,13 @@ def _float_unary(*ufuncs):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
 
+        if len(ufuncs) == 1:
+            return _call(ufuncs[0], self, out)
+
         def step():
-            ufuncs[0](self, out=out)
+            ufuncs[0](self, out)
             for uf in ufuncs[1:]:
-                uf(out, out=out)
+                uf(out, out)
         return step
     return spec
 
@@ -190,10 +196,10 @@ def _sigmoid(self, out):
     one = self.dtype.type(1)
 
     def step():
-        np.negative(self, out=out)
-        np.exp(out, out=out)
-        np.add(out, one, out=out)
-        np.divide(one, out, out=out)
+        np.negative(self, out)
+        np.exp(out, out)
+        np.add(out, one, out)
+        np.divide(one, out, out)
     return step
 
 
@@ -213,7 +219,7 @@ def _mm(self, mat2, out):
         return None
     if (self.shape[0], mat2.shape[1]) != out.shape or self.shape[1] != mat2.shape[0]:
         return None
-    return _call(_product(out), self, mat2, out=out)
+    return _call(_product(out), self, mat2, out)
 
 
 @_attach("aten::bmm.out")
@@ -223,7 +229,7 @@ def _bmm(self, mat2, out):
     if (self.shape[0], self.shape[1], mat2.shape[2]) != out.shape or self.shape[2] != mat2.shape[1] \
             or self.shape[0] != mat2.shape[0]:
         return None
-    return _call(np.matmul, self, mat2, out=out)
+    return _call(np.matmul, self, mat2, out)
 
 
 @_attach("aten::addmm.out")
@@ -237,8 +243,8 @@ def _addmm(self, mat1, mat2, beta, alpha, out):
     product = _product(out)
 
     def step():
-        product(mat1, mat2, out=out)
-        np.add(out, self, out=out)
+        product(mat1, mat2, out)
+        np.add(out, self, out)
     return step
 
 
@@ -252,11 +258,11 @@ def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
     wt = weight.T
     product = _product(out) if input.ndim == 2 else np.matmul  # dot would contract N-d inputs differently
     if bias is None:
-        return _call(product, input, wt, out=out)
+        return _call(product, input, wt, out)
 
     def step():
-        product(input, wt, out=out)
-        np.add(out, bias, out=out)
+        product(input, wt, out)
+        np.add(out, bias, out)
     return step
 
 
