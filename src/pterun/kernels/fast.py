@@ -289,21 +289,23 @@ def _gelu_pass(x, out, scratch):
     """gelu of one flat float32 chunk: 0.5 * x * (1 + erf(x / sqrt(2))), with erf(|z|) as 1 - erfc(|z|) in
     float64, so that for x < 0 the factor rounds exactly as the general kernel's 1 + erf(z) does."""
     xd, powers, a, a2, a12, a2_row, a34, a1234, a4_row, a5678, pq, p, q, e = scratch
+    # outputs passed positionally: a keyword out= costs more on every one of these small calls
     np.copyto(xd, x)  # float64 once: mixed-type ufuncs are slower than a cast and same-type ones
-    np.absolute(xd, out=a)
-    np.multiply(a, _SQRT_HALF, out=a)
-    np.minimum(a, _ERFC_TAIL, out=a)  # NaN passes through; +-inf becomes the tail, where erf is +-1
-    np.multiply(a, a, out=a2)
-    np.multiply(a2_row, a12, out=a34)  # a**3 and a**4 in one call
-    np.multiply(a4_row, a1234, out=a5678)  # a**5 .. a**8
-    np.dot(_HALF_ERFCX, powers, out=pq)
-    np.exp(a2, out=e)
-    np.multiply(e, q, out=e)
-    np.divide(p, e, out=e)  # 0.5 * erfc(|z|)
-    np.subtract(_HALF, e, out=e)  # 0.5 * erf(|z|)
-    np.copysign(e, xd, out=e)
-    np.add(e, _HALF, out=e)  # 0.5 * (1 + erf(z)); 0 for x = -inf, so -inf * 0 gives NaN as in the general kernel
-    np.multiply(xd, e, out=e)
+    np.absolute(xd, a)
+    np.multiply(a, _SQRT_HALF, a)
+    np.minimum(a, _ERFC_TAIL, out=a)  # NaN passes through; +-inf becomes the tail (out= by keyword: minimum
+    # deprecates a positional one)
+    np.multiply(a, a, a2)
+    np.multiply(a2_row, a12, a34)  # a**3 and a**4 in one call
+    np.multiply(a4_row, a1234, a5678)  # a**5 .. a**8
+    np.dot(_HALF_ERFCX, powers, pq)
+    np.exp(a2, e)
+    np.multiply(e, q, e)
+    np.divide(p, e, e)  # 0.5 * erfc(|z|)
+    np.subtract(_HALF, e, e)  # 0.5 * erf(|z|)
+    np.copysign(e, xd, e)
+    np.add(e, _HALF, e)  # 0.5 * (1 + erf(z)); 0 for x = -inf, so -inf * 0 gives NaN as in the general kernel
+    np.multiply(xd, e, e)
     np.copyto(out, e, casting="same_kind")  # one rounding of the float64 product to float32
 
 
