@@ -237,3 +237,36 @@ def test_portable_convolutions_split_and_match_the_recorded_outputs(width, monke
         (got,), (want,) = method.execute(call["inputs"]), call["outputs"]
         assert float(np.max(np.abs(got - want))) <= 1e-5 * float(np.max(np.abs(want)))
     assert set(calls) == {"<lambda>", "channels"}  # the GEMM rows and the depthwise channels both split
+
+
+@pytest.mark.parametrize("m", [1, 6])  # one row splits by columns, several by rows
+@pytest.mark.parametrize("bias_shape", [None, (1,), (7,), (1, 7), "rows", "rows1"])
+def test_portable_products_split_and_match_one_thread(width, monkeypatch, m, bias_shape):
+    from pterun.kernels import KERNELS
+
+    monkeypatch.setattr(threads, "SPLIT_MACS", 0)
+    monkeypatch.setattr(threads, "SPLIT_GEMV", 0)
+    monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((m, 5)).astype(np.float32)
+    w = rng.standard_normal((7, 5)).astype(np.float32)
+    shape = {"rows": (m, 7), "rows1": (m, 1)}.get(bias_shape, bias_shape)
+    bias = None if shape is None else rng.standard_normal(shape).astype(np.float32)
+    cases = [("aten::mm.out", (a, w.T))]
+    if bias is None or bias.ndim == 1:  # linear's bias is 1-D
+        cases.append(("aten::linear.out", (a, w, bias)))
+    if bias is not None:
+        cases.append(("aten::addmm.out", (bias, a, w.T, 1, 1)))
+    for name, args in cases:
+        want = np.zeros((m, 7), np.float32)
+        width(1)
+        KERNELS[name].fn.specialize(*args, want)()
+        got = np.zeros((m, 7), np.float32)
+        width(3)
+        calls = []
+        real = threads.parallel_for
+        monkeypatch.setattr(threads, "parallel_for", lambda n, fn, **kw: (calls.append(n), real(n, fn, **kw)))
+        KERNELS[name].fn.specialize(*args, got)()
+        monkeypatch.setattr(threads, "parallel_for", real)
+        assert calls == [7 if m == 1 else m], name  # split by columns for one row, else by rows
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)

@@ -101,6 +101,14 @@ def blas_threads() -> int | None:
 
 
 # -- pterun's own threads ------------------------------------------------------------------------------------
+# Work below which a split is not worth waking another thread (about 0.2-0.3 ms on one core): multiply-adds of
+# a matrix product, weights a one-row product reads (memory-bound), and output elements times kernel taps of a
+# depthwise convolution; a product's part has at least SPLIT_MIN_ROWS rows (four times as many columns).
+SPLIT_MACS = 8_000_000
+SPLIT_GEMV = 1_000_000
+SPLIT_TAPS = 3_000_000
+SPLIT_MIN_ROWS = 64
+
 _width = 1  # threads a split operation may use, the calling thread included
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()

@@ -19,12 +19,11 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from pterun.kernels._common import F32
 from pterun.kernels.registry import register
+from pterun import threads
 from pterun.threads import num_threads, parallel_for
 
-# Work below which a split over pterun's threads does not repay waking one (see pterun.threads): multiply-adds
-# of a GEMM, output elements times kernel taps of a depthwise convolution.
-SPLIT_MACS = 8_000_000
-SPLIT_TAPS = 1_000_000
+# when a kernel splits its work over pterun's threads (module attributes, so tests can lower them)
+SPLIT_MACS, SPLIT_TAPS = threads.SPLIT_MACS, threads.SPLIT_TAPS
 
 
 def _pair(v, n=2):

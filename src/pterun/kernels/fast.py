@@ -24,6 +24,7 @@ from functools import partial
 
 import numpy as np
 
+from pterun import threads
 from pterun.kernels.registry import KERNELS
 
 try:  # the clip ufunc itself, without np.clip's Python-level argument handling
@@ -213,13 +214,57 @@ def _product(out):
     return np.dot if out.ndim == 2 and out.flags.c_contiguous else np.matmul
 
 
+def _gemm(a, b, out, bias=None):
+    """The step for ``out = a @ b (+ bias)``, 2-D. A product large enough to repay it is split over pterun's
+    threads (by rows, or by columns for one row: a decode step's weights), decided per call since the thread
+    count can change; ``bias`` broadcasts to ``out``."""
+    product = _product(out)
+    m, k = a.shape
+    n = b.shape[1]
+    if bias is None:
+        whole = _call(product, a, b, out)
+    else:
+        def whole():
+            product(a, b, out)
+            np.add(out, bias, out)
+    by_rows = m >= 2 * threads.SPLIT_MIN_ROWS and m * k * n >= threads.SPLIT_MACS
+    by_cols = m == 1 and k * n >= threads.SPLIT_GEMV
+    if product is not np.dot or not (by_rows or by_cols):
+        return whole
+    if by_rows:
+        row_bias = bias is not None and bias.ndim == 2 and bias.shape[0] == m > 1
+
+        def part(lo, hi):
+            o = out[lo:hi]
+            np.dot(a[lo:hi], b, o)
+            if bias is not None:
+                np.add(o, bias[lo:hi] if row_bias else bias, o)
+        span, least = m, threads.SPLIT_MIN_ROWS
+    else:
+        col_bias = bias is not None and bias.ndim >= 1 and bias.shape[-1] == n > 1
+
+        def part(lo, hi):
+            o = out[:, lo:hi]
+            np.dot(a, b[:, lo:hi], o)
+            if bias is not None:
+                np.add(o, bias[..., lo:hi] if col_bias else bias, o)
+        span, least = n, 4 * threads.SPLIT_MIN_ROWS
+
+    def step():
+        if threads.num_threads() > 1:
+            threads.parallel_for(span, part, min_rows=least)
+        else:
+            whole()
+    return step
+
+
 @_attach("aten::mm.out")
 def _mm(self, mat2, out):
     if self.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat2):
         return None
     if (self.shape[0], mat2.shape[1]) != out.shape or self.shape[1] != mat2.shape[0]:
         return None
-    return _call(_product(out), self, mat2, out)
+    return _gemm(self, mat2, out)
 
 
 @_attach("aten::bmm.out")
@@ -240,12 +285,7 @@ def _addmm(self, mat1, mat2, beta, alpha, out):
         return None
     if not _broadcasts_to(out, self, out):
         return None
-    product = _product(out)
-
-    def step():
-        product(mat1, mat2, out)
-        np.add(out, self, out)
-    return step
+    return _gemm(mat1, mat2, out, self)
 
 
 @_attach("aten::linear.out")
@@ -256,12 +296,13 @@ def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
     if input.shape[:-1] + (weight.shape[0],) != out.shape or input.shape[-1] != weight.shape[1]:
         return None
     wt = weight.T
-    product = _product(out) if input.ndim == 2 else np.matmul  # dot would contract N-d inputs differently
-    if bias is None:
-        return _call(product, input, wt, out)
+    if input.ndim == 2:
+        return _gemm(input, wt, out, bias)
+    if bias is None:  # N-d input: matmul (dot would contract it differently)
+        return _call(np.matmul, input, wt, out)
 
     def step():
-        product(input, wt, out)
+        np.matmul(input, wt, out)
         np.add(out, bias, out)
     return step
 

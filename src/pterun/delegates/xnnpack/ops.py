@@ -29,16 +29,13 @@ from collections import namedtuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from pterun import threads
 from pterun.threads import num_threads, parallel_for
 
 F32 = np.float32
-# Work below which a split is not worth waking another thread (about 0.2-0.3 ms on one core): multiply-adds
-# of a GEMM, weights read by a one-row product (memory-bound), and output elements times kernel taps of a
-# depthwise convolution.
-SPLIT_MACS = 8_000_000
-SPLIT_GEMV = 1_000_000
-SPLIT_TAPS = 3_000_000
-SPLIT_MIN_ROWS = 64  # rows of a GEMM part (four times that many columns when one row splits by columns)
+# when a kernel splits its work over pterun's threads (module attributes, so tests can lower them)
+SPLIT_MACS, SPLIT_GEMV, SPLIT_TAPS, SPLIT_MIN_ROWS = (threads.SPLIT_MACS, threads.SPLIT_GEMV, threads.SPLIT_TAPS,
+                                                      threads.SPLIT_MIN_ROWS)
 
 try:  # the ufunc behind np.clip, without np.clip's Python-level argument handling (several µs a call)
     from numpy._core.umath import clip
