@@ -11,7 +11,8 @@ with the reference venv, git-ignored) and the tiny test fixtures ``tiny_{sdpa,xn
 
 Every (model, runtime) pair runs in a fresh process (pterun with this venv, ExecuTorch with ``--ref``), ``--rounds``
 times, alternating. pterun runs twice: as the environment leaves NumPy's BLAS (``pterun``) and with BLAS pinned to
-one thread (``pterun-1t``); ExecuTorch uses its own threadpool as it sets it up. In the process: construct the
+one thread (``pterun-1t``), and a third time on two threads of its own (``pterun-2t``, ``PTERUN_NUM_THREADS=2``: BLAS
+held at one thread); ExecuTorch uses its own threadpool as it sets it up. In the process: construct the
 runner (``load``), one short warm-up generation, ``reset()``, then one timed greedy generation, timed from its
 ``Stats`` (the same fields and formulas for both runtimes):
 
@@ -112,6 +113,8 @@ def worker(args) -> None:
 #: machines OpenBLAS's threads spin against the interpreter's own thread (see the README of bench/)
 ROWS = {"pterun": ("pterun", {}),
         "pterun-1t": ("pterun", {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}),
+        # pterun's own threads: large products split over 2 threads, BLAS held at one (pterun.threads)
+        "pterun-2t": ("pterun", {"PTERUN_NUM_THREADS": "2"}),
         "executorch": ("executorch", {})}
 
 
@@ -154,7 +157,7 @@ def render(results: dict) -> str:
             lines.append(f"| {model} | {rt} | {r['load_s']:.2f} | {r['ttft_s'] * 1e3:.1f} | {r['prefill_tps']:.0f} | "
                          f"{r['decode_tps']:.1f} | {r['peak_rss_mb']:.0f} |")
         e = per.get("executorch")
-        for row in ("pterun", "pterun-1t"):
+        for row in ("pterun", "pterun-1t", "pterun-2t"):
             p = per.get(row)
             if p and e and "error" not in p and "error" not in e:
                 ratios.append(f"| {model} | {row} | {p['decode_tps'] / e['decode_tps']:.2f}x | "
