@@ -194,7 +194,8 @@ def install_profiler(method) -> Profile:
 
     ``runner.chains`` is a list of ``(has_jumps, steps, info)``: ``steps`` are zero-argument callables (a step
     of a chain with jumps returns the next pc or None, so the wrapper passes the return value through) and
-    ``info[i] = (operator name, argument value indices)``.
+    ``info[i] = (operator name, argument value indices, the program's instruction index)``: instructions folded
+    at load have no step, so a step's position and its instruction index can differ.
     """
     runner = method._runner
     prof = Profile(runner)
@@ -202,7 +203,7 @@ def install_profiler(method) -> Profile:
     new_chains = []
     for ci, (jumps, steps, info) in enumerate(runner.chains):
         wrapped = []
-        for pc, (step, (name, args)) in enumerate(zip(steps, info)):
+        for step, (name, args, pc) in zip(steps, info):
             op_rec = prof.by_op.setdefault(name, [0.0, 0])
             rec = [0.0, 0]
             prof.by_instr.append((ci, pc, name, tuple(args) if isinstance(args, (tuple, list)) else (), rec))

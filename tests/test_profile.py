@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
 from fixtures_util import FIXTURES, assert_matches, load_calls
 from pterun import Runtime
 from pterun.cli import main
@@ -36,3 +43,17 @@ def test_cli_bench_profile(capsys):
     assert main(["bench", str(FIXTURES / "cond.pte"), "--repeat", "3", "--profile"]) == 0
     out = capsys.readouterr().out
     assert "median" in out and "JumpFalseCall" in out and "total per execute()" in out
+
+
+@pytest.mark.parametrize("name", ["cond", "mlp"])  # jumps; instructions folded at load
+def test_bench_worker_profiles_pterun(name):
+    # bench/run_one.py wraps the interpreter's steps itself; it must keep up with how chains are laid out
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, str(root / "bench" / "run_one.py"), "--runtime", "pterun",
+                           str(FIXTURES / f"{name}.pte"), "--profile", "--budget", "0.1", "--pterun-src",
+                           str(root / "src")],
+                          capture_output=True, text=True, timeout=120, check=False)
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("@@BENCH@@"))
+    result = json.loads(line.split(" ", 1)[1])
+    assert "error_type" not in result, result.get("error")
+    assert "| chain:pc | operator |" in done.stdout
