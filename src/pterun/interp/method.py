@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import os
 import threading
+from functools import partial
 
 import numpy as np
 
@@ -251,8 +252,6 @@ class MethodRunner:
         KERNELS = _kernels() if any(k == KERNEL_CALL for k, _, _ in chain) else {}
         steps, info = [], []
         has_jumps = False
-        # a fast-path step returns what its NumPy call returns, which a chain with jumps would take for a target
-        self._steps_must_return_none = any(k == JUMP_FALSE_CALL for k, _, _ in chain)
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
@@ -282,7 +281,10 @@ class MethodRunner:
         if not has_jumps:
             keep = [(s, n) for s, n in zip(steps, info) if s is not None]
             return False, [s for s, _ in keep], [n for _, n in keep]
-        return True, [s if s is not None else _noop for s in steps], info
+        # a fast-path step (a functools.partial) returns what its NumPy call returns, which this loop would take
+        # for the next instruction
+        return True, [_noop if s is None else _returning_none(s) if isinstance(s, partial) else s
+                      for s in steps], info
 
     # -- constant folding ------------------------------------------------------------------------------------
     def _fold_plan(self) -> _FoldPlan | None:
@@ -494,7 +496,7 @@ class MethodRunner:
             # closure that computes straight into the output arrays, skipping promotion and the write-back
             fast = specialize(*consts)
             if fast is not None:
-                return _returning_none(fast) if self._steps_must_return_none else fast
+                return fast
         if schema.mutable:
             writers = [binder.writer(schema.args[m], args[m]) for m in schema.mutable]
             if len(writers) == 1:
