@@ -34,8 +34,8 @@ def width():
 @pytest.fixture
 def always_split(monkeypatch):
     """Split every convolution, however small, so the fixtures exercise the split paths."""
-    monkeypatch.setattr(ops, "SPLIT_MACS", 0)
-    monkeypatch.setattr(ops, "SPLIT_TAPS", 0)
+    monkeypatch.setattr(threads, "SPLIT_MACS", 0)
+    monkeypatch.setattr(threads, "SPLIT_TAPS", 0)
 
 
 def _record(rows, **kw):
@@ -201,9 +201,9 @@ def test_mobilenet_fixture_with_threads_matches_the_reference(width, always_spli
 @pytest.mark.parametrize("rows", [1, 16])
 def test_split_fully_connected_matches_one_thread(width, monkeypatch, rows):
     # one row splits the weight columns (a decode step), several rows split the rows
-    monkeypatch.setattr(ops, "SPLIT_MACS", 0)
-    monkeypatch.setattr(ops, "SPLIT_GEMV", 0)
-    monkeypatch.setattr(ops, "SPLIT_MIN_ROWS", 1)
+    monkeypatch.setattr(threads, "SPLIT_MACS", 0)
+    monkeypatch.setattr(threads, "SPLIT_GEMV", 0)
+    monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
     method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte").load_method("forward")
     x = randn(rows, 16)
     width(1)
@@ -216,21 +216,19 @@ def test_split_fully_connected_matches_one_thread(width, monkeypatch, rows):
         calls.append(n)
         real(n, fn, **kw)
 
-    from pterun.delegates.xnnpack import gemm
-    monkeypatch.setattr(gemm, "parallel_for", counting)
+    monkeypatch.setattr(threads, "parallel_for", counting)
     many = method.execute([x])[0]
     assert len(calls) == 3  # every layer split
     np.testing.assert_allclose(many, one, rtol=1e-6, atol=1e-6)
 
 
 def test_portable_convolutions_split_and_match_the_recorded_outputs(width, monkeypatch):
-    from pterun.kernels import conv_pool
-
-    monkeypatch.setattr(conv_pool, "SPLIT_MACS", 0)
-    monkeypatch.setattr(conv_pool, "SPLIT_TAPS", 0)
+    monkeypatch.setattr(threads, "SPLIT_MACS", 0)
+    monkeypatch.setattr(threads, "SPLIT_TAPS", 0)
+    monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
     calls = []
-    real = conv_pool.parallel_for
-    monkeypatch.setattr(conv_pool, "parallel_for", lambda n, fn, **kw: (calls.append(fn.__name__), real(n, fn, **kw)))
+    real = threads.parallel_for
+    monkeypatch.setattr(threads, "parallel_for", lambda n, fn, **kw: (calls.append(fn.__name__), real(n, fn, **kw)))
     width(2)
     method = Runtime.get().load_program(FIXTURES / "mobilenet_v2.pte").load_method("forward")
     for call in load_calls("mobilenet_v2"):

@@ -28,7 +28,8 @@ import threading
 
 from pterun._log import logger
 
-__all__ = ["set_blas_threads", "blas_threads", "set_num_threads", "num_threads", "parallel_for"]
+__all__ = ["set_blas_threads", "blas_threads", "set_num_threads", "num_threads", "parallel_for", "split_dot",
+           "splittable"]
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")
@@ -112,6 +113,23 @@ SPLIT_MIN_ROWS = 64
 _width = 1  # threads a split operation may use, the calling thread included
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
+
+
+def splittable(m: int, k: int, n: int) -> bool:
+    """Whether an ``[m, k] x [k, n]`` product is large enough for :func:`split_dot`."""
+    return m >= 2 * SPLIT_MIN_ROWS and m * k * n >= SPLIT_MACS or m == 1 and k * n >= SPLIT_GEMV
+
+
+def split_dot(a, b, out) -> None:
+    """``out = a @ b`` (2-D, ``out`` C-contiguous of the product's dtype) over pterun's threads: by rows, or by
+    columns when ``a`` has one row (a decode step: each thread streams its own share of the weights)."""
+    import numpy as np  # loaded by then; not at ``import pterun.threads``'s own cost
+
+    m, n = a.shape[0], b.shape[1]
+    if m == 1:
+        parallel_for(n, lambda lo, hi: np.dot(a, b[:, lo:hi], out[:, lo:hi]), min_rows=4 * SPLIT_MIN_ROWS)
+    else:
+        parallel_for(m, lambda lo, hi: np.dot(a[lo:hi], b, out[lo:hi]), min_rows=SPLIT_MIN_ROWS)
 
 
 def set_num_threads(n: int) -> None:

@@ -20,10 +20,6 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pterun.kernels._common import F32
 from pterun.kernels.registry import register
 from pterun import threads
-from pterun.threads import num_threads, parallel_for
-
-# when a kernel splits its work over pterun's threads (module attributes, so tests can lower them)
-SPLIT_MACS, SPLIT_TAPS = threads.SPLIT_MACS, threads.SPLIT_TAPS
 
 
 def _pair(v, n=2):
@@ -85,20 +81,20 @@ def _depthwise(xp, weight, stride, dilation, padded_hw):
                 tap = xp[:, c0:c1, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
                 part += tap * weight[c0:c1, 0, i, j].reshape(1, c1 - c0, 1, 1)
 
-    if num_threads() > 1 and out.size * kh * kw >= SPLIT_TAPS:
-        parallel_for(c, channels, min_rows=8)
+    if threads.num_threads() > 1 and out.size * kh * kw >= threads.SPLIT_TAPS:
+        threads.parallel_for(c, channels, min_rows=8)
     else:
         channels(0, c)
     return out
 
 
 def _gemm(cols: np.ndarray, wmat: np.ndarray) -> np.ndarray:
-    """``cols @ wmat``, split by rows over pterun's threads when the product is large."""
+    """``cols @ wmat``, split over pterun's threads when the product is large."""
     m, k = cols.shape
-    if num_threads() < 2 or m * k * wmat.shape[1] < SPLIT_MACS or cols.dtype != wmat.dtype:
+    if threads.num_threads() < 2 or cols.dtype != wmat.dtype or not threads.splittable(m, k, wmat.shape[1]):
         return cols @ wmat
     out = np.empty((m, wmat.shape[1]), cols.dtype)
-    parallel_for(m, lambda lo, hi: np.dot(cols[lo:hi], wmat, out=out[lo:hi]), min_rows=64)
+    threads.split_dot(cols, wmat, out)
     return out
 
 

@@ -216,43 +216,23 @@ def _product(out):
 
 def _gemm(a, b, out, bias=None):
     """The step for ``out = a @ b (+ bias)``, 2-D. A product large enough to repay it is split over pterun's
-    threads (by rows, or by columns for one row: a decode step's weights), decided per call since the thread
-    count can change; ``bias`` broadcasts to ``out``."""
+    threads (:func:`pterun.threads.split_dot`), decided per call since the thread count can change; ``bias``
+    broadcasts to ``out``."""
     product = _product(out)
-    m, k = a.shape
-    n = b.shape[1]
     if bias is None:
         whole = _call(product, a, b, out)
     else:
         def whole():
             product(a, b, out)
             np.add(out, bias, out)
-    by_rows = m >= 2 * threads.SPLIT_MIN_ROWS and m * k * n >= threads.SPLIT_MACS
-    by_cols = m == 1 and k * n >= threads.SPLIT_GEMV
-    if product is not np.dot or not (by_rows or by_cols):
+    if product is not np.dot or not threads.splittable(a.shape[0], a.shape[1], b.shape[1]):
         return whole
-    if by_rows:
-        row_bias = bias is not None and bias.ndim == 2 and bias.shape[0] == m > 1
-
-        def part(lo, hi):
-            o = out[lo:hi]
-            np.dot(a[lo:hi], b, o)
-            if bias is not None:
-                np.add(o, bias[lo:hi] if row_bias else bias, o)
-        span, least = m, threads.SPLIT_MIN_ROWS
-    else:
-        col_bias = bias is not None and bias.ndim >= 1 and bias.shape[-1] == n > 1
-
-        def part(lo, hi):
-            o = out[:, lo:hi]
-            np.dot(a, b[:, lo:hi], o)
-            if bias is not None:
-                np.add(o, bias[..., lo:hi] if col_bias else bias, o)
-        span, least = n, 4 * threads.SPLIT_MIN_ROWS
 
     def step():
         if threads.num_threads() > 1:
-            threads.parallel_for(span, part, min_rows=least)
+            threads.split_dot(a, b, out)
+            if bias is not None:
+                np.add(out, bias, out)
         else:
             whole()
     return step

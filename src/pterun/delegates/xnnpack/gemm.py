@@ -23,7 +23,7 @@ from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.compile import Compiler
 from pterun.delegates.xnnpack.nodes import builds, chain
-from pterun.threads import num_threads, parallel_for
+from pterun import threads
 
 F32 = np.float32
 
@@ -124,15 +124,9 @@ def build_fully_connected(c: Compiler, node) -> None:
         def kernel(a):
             a2 = a.reshape(-1, k)
             m = a2.shape[0]
-            rows = ops.SPLIT_MIN_ROWS
-            if num_threads() > 1 and a2.dtype == F32 and (m * k * n_out >= ops.SPLIT_MACS and m >= 2 * rows
-                                                          or m == 1 and k * n_out >= ops.SPLIT_GEMV):
+            if threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
                 y = np.empty((m, n_out), F32)
-                if m == 1:  # one row (a decode step): the columns split, each thread streams its own weights
-                    parallel_for(n_out, lambda lo, hi: np.dot(a2, w_kn[:, lo:hi], out=y[:, lo:hi]),
-                                 min_rows=4 * rows)
-                else:
-                    parallel_for(m, lambda lo, hi: np.dot(a2[lo:hi], w_kn, out=y[lo:hi]), min_rows=rows)
+                threads.split_dot(a2, w_kn, y)
             else:
                 y = a2.dot(w_kn)  # 2-D dot: BLAS on either memory order, less overhead than matmul
             if add_bias is not None:

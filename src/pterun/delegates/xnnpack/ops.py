@@ -33,9 +33,6 @@ from pterun import threads
 from pterun.threads import num_threads, parallel_for
 
 F32 = np.float32
-# when a kernel splits its work over pterun's threads (module attributes, so tests can lower them)
-SPLIT_MACS, SPLIT_GEMV, SPLIT_TAPS, SPLIT_MIN_ROWS = (threads.SPLIT_MACS, threads.SPLIT_GEMV, threads.SPLIT_TAPS,
-                                                      threads.SPLIT_MIN_ROWS)
 
 try:  # the ufunc behind np.clip, without np.clip's Python-level argument handling (several µs a call)
     from numpy._core.umath import clip
@@ -250,13 +247,14 @@ class Conv2d:
         m = n * oh * ow
         if self.groups == 1:
             y = np.empty((m, self.oc), F32)
-            split = num_threads() > 1 and m * kh * kw * c * self.oc >= SPLIT_MACS
+            split = num_threads() > 1 and m * kh * kw * c * self.oc >= threads.SPLIT_MACS
             if self.pointwise:
                 if (sh, sw) != (1, 1):
                     x = x[:, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]
                 cols = x.reshape(m, c)
                 if split:
-                    parallel_for(m, lambda lo, hi: self._gemm(cols[lo:hi], y[lo:hi]), min_rows=SPLIT_MIN_ROWS)
+                    parallel_for(m, lambda lo, hi: self._gemm(cols[lo:hi], y[lo:hi]),
+                                 min_rows=threads.SPLIT_MIN_ROWS)
                 else:
                     self._gemm(cols, y)
             else:
@@ -370,7 +368,7 @@ class DepthwiseConv2d:
 
         # strided layers are left whole: their phase planes are copied first, and what remains splits no better
         # than the thread hand-offs cost
-        if num_threads() > 1 and out.size * len(steps) >= SPLIT_TAPS and len(phases) == 1:
+        if num_threads() > 1 and out.size * len(steps) >= threads.SPLIT_TAPS and len(phases) == 1:
             parallel_for(oh, rows, min_rows=2)
         else:
             rows(0, oh)
