@@ -1,7 +1,8 @@
 """The XNNPACK delegate, run with NumPy: reads the payload, compiles it once, executes per DelegateCall.
 
-``XnnpackBackend.init`` parses the blob (:mod:`.payload`), then builds a plan of NumPy steps
-(:mod:`.compile`, :mod:`.nodes`, :mod:`.gemm`, kernels in :mod:`.ops`, quantization in :mod:`.quant`).
+``XnnpackBackend.init`` reads the blob (:mod:`.payload`) into a typed graph (:mod:`.graph`), then the NumPy
+engine compiles it into a plan of steps (:mod:`.numpy_engine`; builders in :mod:`.nodes` and :mod:`.gemm`
+against :mod:`.compiler`; kernels in :mod:`.ops`, quantization in :mod:`.quant`).
 The plan's ``execute(args)`` takes the DelegateCall's arguments — the delegate's inputs, then its outputs,
 as runtime tensors — reads the inputs and writes (and resizes) the outputs.
 
@@ -17,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from pterun.delegates import DelegateContext, register_backend
-from pterun.delegates.xnnpack.compile import Plan, compile_graph
-from pterun.delegates.xnnpack.payload import read_graph
+from pterun.delegates.xnnpack.graph import Graph
+from pterun.delegates.xnnpack.numpy_engine import Plan, compile_graph
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["Plan", "XnnpackBackend", "load"]
@@ -26,7 +27,7 @@ __all__ = ["Plan", "XnnpackBackend", "load"]
 
 def load(blob: np.ndarray, named_data) -> Plan:
     """Parse and compile one payload; ``named_data(key)`` returns the bytes of a named-data entry."""
-    graph = read_graph(np.asarray(blob, dtype=np.uint8), named_data)
+    graph = Graph.read(blob, named_data)
     try:
         return compile_graph(graph)
     except PterunError:
