@@ -13,13 +13,12 @@ Example::
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from pterun._fpstate import quiet, restore
 from pterun.delegates.xnnpack import gemm as _gemm  # noqa: F401  (registers the GEMM node builders)
 from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.binding import F32_DTYPE, input_array, write_output
 from pterun.delegates.xnnpack import nodes as _nodes  # noqa: F401  (registers the other node builders)
 from pterun.delegates.xnnpack.compiler import BUILDERS, F32, NAMES, Compiler, Rep
 from pterun.errors import DelegateError, PterunError
@@ -43,7 +42,7 @@ class Plan:
         env = self.template.copy()
         try:
             for ext, slot, rep, prep in self.inputs:
-                a = _input_array(args, ext, rep)
+                a = input_array(args, ext, rep.dtype if rep.kind != "dynamic" else F32_DTYPE)
                 env[slot] = a if prep is None else prep(a)
         except IndexError:
             raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
@@ -70,55 +69,14 @@ class Plan:
             inputs = [env[slot] for _, slot, _, _ in self.inputs]
         for k, (ext, slot) in enumerate(outputs):
             value = results[k] if several else env[slot]
-            t = args[ext] if ext < len(args) else None
-            if not hasattr(t, "write"):
-                raise DelegateError(f"XNNPACK delegate output {ext} is not a tensor ({type(t).__name__})")
             # an output may view an input whose memory an earlier output write overwrites: copy it first
             if several and any(np.may_share_memory(value, x) for x in inputs):
                 value = value.copy()
-            order = _dim_order(t)
-            if order is not None:
-                value = value.transpose(np.argsort(order))
-            shape = tuple(t.shape)
-            if value.shape != shape and value.ndim != len(shape) and value.size == math.prod(shape):
-                value = value.reshape(shape)  # e.g. a rank-0 ExecuTorch tensor the graph holds as [1]
-            try:
-                t.write(value)
-            except ValueError as e:
-                raise DelegateError(f"XNNPACK delegate output {ext}: {e}") from e
+            write_output(args, ext, value)
 
     @property
     def arity(self) -> int:
         return max([e for e, *_ in self.inputs] + [e for e, _ in self.outputs], default=-1) + 1
-
-
-_IDENTITY = tuple(tuple(range(n)) for n in range(9))
-
-
-def _dim_order(t) -> tuple | None:
-    """A tensor's dim order when it is not the contiguous one, else None."""
-    order = getattr(t, "dim_order", ())
-    if type(order) is not tuple:
-        order = tuple(order)
-    n = len(order)
-    return None if order == (_IDENTITY[n] if n < 9 else tuple(range(n))) else order
-
-
-def _input_array(args: list, ext: int, rep: Rep) -> np.ndarray:
-    t = args[ext]
-    a = getattr(t, "array", None)
-    if a is None:
-        raise DelegateError(f"XNNPACK delegate input {ext} must be a tensor, got {type(t).__name__}")
-    order = _dim_order(t)
-    if order is not None:  # XNNPACK sees dims in memory order
-        a = a.transpose(order)
-    want = rep.dtype if rep.kind != "dynamic" else _F32_DTYPE
-    if a.dtype != want:
-        raise DelegateError(f"XNNPACK delegate input {ext} has dtype {a.dtype}, the graph expects {want}")
-    return a
-
-
-_F32_DTYPE = np.dtype(F32)
 
 
 def compile_graph(graph) -> Plan:
