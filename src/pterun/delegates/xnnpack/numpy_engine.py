@@ -31,6 +31,9 @@ class Plan:
     (step, slots that die after it), and output bindings. Each call works on its own copy of the table (and
     kernels use per-thread scratch buffers), so one plan can run from several threads at once."""
 
+    engine = "numpy"
+    engine_reason: str | None = None  # why the LiteRT engine does not run this graph (None: not asked for)
+
     def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list):
         self.template = template
         self.inputs = inputs  # (ext_id, slot, rep, prepare-or-None)
