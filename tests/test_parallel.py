@@ -191,7 +191,7 @@ def test_split_depthwise_is_identical_to_one_thread(width, always_split, stride,
 
 def test_mobilenet_fixture_with_threads_matches_the_reference(width, always_split):
     width(2)
-    method = Runtime.get().load_program(FIXTURES / "xnn_mobilenet_v2.pte").load_method("forward")
+    method = Runtime.get().load_program(FIXTURES / "xnn_mobilenet_v2.pte", engine="numpy").load_method("forward")
     for call in load_calls("xnn_mobilenet_v2"):
         (got,), (want,) = method.execute(call["inputs"]), call["outputs"]
         scale = float(np.max(np.abs(want)))
@@ -204,7 +204,7 @@ def test_split_fully_connected_matches_one_thread(width, monkeypatch, rows):
     monkeypatch.setattr(threads, "SPLIT_MACS", 0)
     monkeypatch.setattr(threads, "SPLIT_GEMV", 0)
     monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
-    method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte").load_method("forward")
+    method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte", engine="numpy").load_method("forward")
     x = randn(rows, 16)
     width(1)
     one = method.execute([x])[0]

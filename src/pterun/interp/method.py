@@ -71,8 +71,10 @@ _EMPTY = np.zeros(0, np.uint8)
 class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = (),
+                 engine: str = "auto"):
         self.pf = pf
+        self.engine = engine  # which engine delegates compile for (see pterun.delegates.DelegateContext)
         self.plan = plan
         self.name = plan.name
         self.where = f"{pf.name}: method {plan.name!r}"
@@ -198,7 +200,7 @@ class MethodRunner:
             raise DelegateError(f"{self.where}: delegate {i} needs backend {d.backend_id!r}, which is not "
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
-        ctx = DelegateContext(self.pf.name, self.name, i, self._named_data)
+        ctx = DelegateContext(self.pf.name, self.name, i, self._named_data, self.engine)
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:

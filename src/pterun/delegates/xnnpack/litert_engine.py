@@ -344,7 +344,28 @@ class _Translator:
             self.alias[n.input_id] = n.output_id
         return fused, gone
 
+    def check_order(self) -> None:
+        """Every node reads values that exist by then and writes fresh ones (else the NumPy engine reports it)."""
+        defined = {vid for vid, v in self.g.values.items() if v.data is not None or v.flags & G.VALUE_EXTERNAL_INPUT}
+        for n in self.g.nodes:
+            self.node = n
+            for k, vid in n.fields.items():
+                if (k.startswith("input") or k in ("filter_id", "bias_id")) and vid != G.INVALID_ID:
+                    if vid not in defined:
+                        raise self.no(f"reads value {vid} before it is produced")
+            for k in ("output_id", "output_value_id", "output_index_id"):
+                vid = n.fields.get(k)
+                if vid is not None:
+                    if vid in defined or vid not in self.g.values:
+                        raise self.no(f"writes value {vid}, which is undefined, constant, an input or written twice")
+                    defined.add(vid)
+        self.node = None
+        missing = [v.id for v in self.g.outputs if v.id not in defined]
+        if missing:
+            raise Unsupported(f"outputs {missing} are never produced")
+
     def run(self) -> Translation:
+        self.check_order()
         fused, gone = self.fuse_clamps()
         for n in self.g.nodes:
             if n.index in gone:
@@ -711,9 +732,10 @@ def translate(graph: G.Graph) -> Translation:
     schema, _, _ = _modules()
     try:
         return _Translator(schema, graph).run()
-    except (AttributeError, TypeError) as e:  # the schema module's object API is not what it was
-        raise Unavailable(f"ai_edge_litert.schema_py_generated does not work as expected ({type(e).__name__}: "
-                          f"{e})") from e
+    except (Unsupported, Unavailable):
+        raise
+    except Exception as e:  # a field out of TFLite's range, or a schema module that changed its object API
+        raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
 # -- native stderr ------------------------------------------------------------------------------------------------------
@@ -889,7 +911,7 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
             interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
             interp.allocate_tensors()
             ops = interp._get_ops_details()
-    except (ValueError, RuntimeError) as e:
+    except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
         raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
     left = _not_delegated(ops, tr)
     if left:
