@@ -28,7 +28,7 @@ from pterun.delegates.xnnpack.graph import Graph
 from pterun.delegates.xnnpack.numpy_engine import Plan, compile_graph
 from pterun.errors import DelegateError, PterunError
 
-__all__ = ["ENGINES", "Plan", "XnnpackBackend", "load"]
+__all__ = ["ENGINES", "Plan", "XnnpackBackend", "engine_for", "load"]
 
 ENGINES = ("auto", "numpy", "litert")
 
@@ -39,27 +39,43 @@ def load(blob: np.ndarray, named_data, engine: str = "auto"):
     Returns the executor: a LiteRT plan, or a NumPy :class:`Plan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
     """
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
     graph = Graph.read(blob, named_data)
-    reason = None
-    if engine != "numpy":
-        from pterun.delegates.xnnpack import litert_engine as L
-
-        try:
-            return L.build(graph, threads.num_threads(), fallback=lambda: _numpy(graph))
-        except L.Unavailable as e:
-            if engine == "litert":
-                raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
-                                    "(pip install ai-edge-litert, or use engine='auto' or 'numpy')") from None
-            reason = f"LiteRT unavailable: {e}"
-            logger().debug("XNNPACK delegate on the NumPy engine: %s", reason)
-        except L.Unsupported as e:
-            reason = str(e)
-            logger().info("XNNPACK delegate runs on the NumPy engine (LiteRT cannot take it): %s", reason)
+    plan, reason = _litert(graph, engine, keep=True)
+    if plan is not None:
+        return plan
     plan = _numpy(graph)
     plan.engine_reason = reason
     return plan
+
+
+def engine_for(graph: Graph, engine: str = "auto") -> tuple[str, str | None]:
+    """(engine name, reason or None): what :func:`load` would run ``graph`` on, for ``pterun inspect``."""
+    plan, reason = _litert(graph, engine, keep=False)
+    return ("litert", None) if plan is not None else ("numpy", reason)
+
+
+def _litert(graph: Graph, engine: str, keep: bool):
+    """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
+    if engine == "numpy":
+        return None, None
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    try:
+        return L.build(graph, threads.num_threads(), fallback=lambda: _numpy(graph)), None
+    except L.Unavailable as e:
+        if engine == "litert":
+            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
+                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')") from None
+        reason = f"LiteRT unavailable: {e}"
+        if keep:
+            logger().debug("XNNPACK delegate on the NumPy engine: %s", reason)
+    except L.Unsupported as e:
+        reason = str(e)
+        if keep:
+            logger().info("XNNPACK delegate runs on the NumPy engine (LiteRT cannot take it): %s", reason)
+    return None, reason
 
 
 def _numpy(graph: Graph) -> Plan:
