@@ -407,21 +407,20 @@ class _Translator:
             self.buffers[b].offset, self.buffers[b].size = 1, max(data.size, 1)  # placeholders: real values below
         fb = self._pack(m)
         at = _align(len(fb) + 64)  # room to grow: offsets change the flatbuffer's size only marginally
-        parts, pos = [], at
+        pos = at
         for b, data in self.blobs:
             self.buffers[b].offset, self.buffers[b].size = pos, data.size
-            parts.append(data)
             pos = _align(pos + data.size)
         fb = self._pack(m)
         if len(fb) > at:
             raise Unsupported("flatbuffer grew past its reserved size")  # cannot happen: same field set
-        out = np.zeros(pos, np.uint8)
-        out[: len(fb)] = np.frombuffer(fb, np.uint8)
-        pos = at
-        for data in parts:
-            out[pos : pos + data.size] = data
-            pos = _align(pos + data.size)
-        return out.tobytes()
+        parts, end = [fb, bytes(at - len(fb))], at
+        for _, data in self.blobs:  # one copy of the constants, straight into the model's bytes
+            parts.append(memoryview(np.ascontiguousarray(data)))
+            end += data.size
+            parts.append(bytes(_align(end) - end))
+            end = _align(end)
+        return b"".join(parts)
 
     def _pack(self, m) -> bytes:
         import flatbuffers
