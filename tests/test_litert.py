@@ -202,7 +202,7 @@ def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
     # explicit pool padding that equals SAME only at 4x4: at 5x5 LiteRT's SAME would pad differently
     g = Graph()
     i, o = g.input([1, 4, 4, 2]), g.output([1, 2, 2, 2])
-    g.node("MaxPooling2d", padding_top=0, padding_right=1, padding_bottom=1, padding_left=0, pooling_height=3,
+    g.node("AvgPooling2d", padding_top=0, padding_right=1, padding_bottom=1, padding_left=0, pooling_height=3,
            pooling_width=3, stride_height=2, stride_width=2, dilation_height=1, dilation_width=1, input_id=i,
            output_id=o)
     blob, named = g.blob()
@@ -211,24 +211,25 @@ def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
     x = randn(1, 4, 4, 2)
     out = out_tensor((1, 2, 2, 2), F32)
     ex.execute([tensor(x), out])
-    np.testing.assert_array_equal(out.array, _max_pool_3x3_s2_pad_bottom_right(x))
+    np.testing.assert_allclose(out.array, _avg_pool_3x3_s2_pad_bottom_right(x), rtol=1e-6, atol=1e-6)
     x5 = randn(1, 5, 5, 2)
     out5 = out_tensor((1, 2, 2, 2), F32, capacity=(1, 3, 3, 2))
     with caplog.at_level(logging.INFO, logger="pterun"):
         ex.execute([tensor(x5), out5])
     assert ex.engine == "numpy" and "equals the graph's padding only at [1, 4, 4, 2]" in ex.engine_reason
     assert out5.array.shape == (1, 2, 2, 2)
-    np.testing.assert_array_equal(out5.array, _max_pool_3x3_s2_pad_bottom_right(x5))
+    np.testing.assert_allclose(out5.array, _avg_pool_3x3_s2_pad_bottom_right(x5), rtol=1e-6, atol=1e-6)
     assert any("moves to the NumPy engine" in r.getMessage() for r in caplog.records)
 
 
-def _max_pool_3x3_s2_pad_bottom_right(x: np.ndarray) -> np.ndarray:
-    xp = np.pad(x, ((0, 0), (0, 1), (0, 1), (0, 0)), constant_values=-np.inf)
-    oh, ow = (xp.shape[1] - 3) // 2 + 1, (xp.shape[2] - 3) // 2 + 1
-    out = np.empty((x.shape[0], oh, ow, x.shape[3]), x.dtype)
+def _avg_pool_3x3_s2_pad_bottom_right(x: np.ndarray) -> np.ndarray:
+    """3x3 stride-2 average over real pixels only (the padding row/column at the end is not counted)."""
+    h, w = x.shape[1:3]
+    oh, ow = (h + 1 - 3) // 2 + 1, (w + 1 - 3) // 2 + 1
+    out = np.empty((x.shape[0], oh, ow, x.shape[3]), np.float64)
     for r in range(oh):
         for c in range(ow):
-            out[:, r, c] = xp[:, 2 * r : 2 * r + 3, 2 * c : 2 * c + 3].max(axis=(1, 2))
+            out[:, r, c] = x[:, 2 * r : min(2 * r + 3, h), 2 * c : min(2 * c + 3, w)].mean(axis=(1, 2))
     return out
 
 
@@ -360,3 +361,36 @@ def test_cli_inspect_shows_why_a_delegate_is_not_on_litert(monkeypatch, capsys):
     assert "    engine: numpy (node 7 (XNNConvTranspose2d): no LiteRT translation)\n" in capsys.readouterr().out
     assert main(["--engine", "litert", "bench", "--repeat", "2", str(FIXTURES / "xnn_mobilenet_v2.pte")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine litert"
+
+
+def _padded_max_pool_graph(relu: bool) -> Graph:
+    g = Graph()
+    a, b = g.input([1, 6, 6, 3]), g.input([1, 6, 6, 3])
+    s, o = g.internal([1, 6, 6, 3]), g.output([1, 3, 3, 3])
+    g.node("Add", lo=0.0 if relu else None, input1_id=a, input2_id=b, output_id=s)
+    g.node("MaxPooling2d", padding_top=1, padding_right=1, padding_bottom=1, padding_left=1, pooling_height=3,
+           pooling_width=3, stride_height=2, stride_width=2, dilation_height=1, dilation_width=1, input_id=s,
+           output_id=o)
+    return g
+
+
+@needs_litert
+def test_max_pool_padding_after_a_relu_is_zero_padding_on_litert():
+    # ResNet's stem: symmetric padding 1 that TFLite's SAME cannot express; after a ReLU zeros never win the max
+    x, y = randn(1, 6, 6, 3), randn(1, 6, 6, 3)
+    outs = {}
+    for engine in ("numpy", "litert"):
+        blob, named = _padded_max_pool_graph(relu=True).blob()
+        ex = load(blob, named, engine)
+        assert ex.engine == engine
+        outs[engine] = out_tensor((1, 3, 3, 3), F32)
+        ex.execute([tensor(x), tensor(y), outs[engine]])
+    np.testing.assert_array_equal(outs["litert"].array, outs["numpy"].array)
+    s = np.pad(np.maximum(x + y, 0), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.stack([np.stack([s[:, 2 * r : 2 * r + 3, 2 * c : 2 * c + 3].max(axis=(1, 2)) for c in range(3)], 1)
+                     for r in range(3)], 1)
+    np.testing.assert_array_equal(outs["litert"].array, want)
+    blob, named = _padded_max_pool_graph(relu=False).blob()  # values may be negative: no exact TFLite form
+    ex = load(blob, named, "auto")
+    assert (ex.engine, ex.engine_reason) == ("numpy", "node 1 (XNNMaxPooling2d): pool padding [1, 1, 1, 1] is "
+                                                      "neither VALID nor SAME")

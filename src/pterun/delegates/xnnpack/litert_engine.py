@@ -367,6 +367,11 @@ class _Translator:
     def run(self) -> Translation:
         self.check_order()
         fused, gone = self.fuse_clamps()
+        self.fused = fused
+        self.producers = {n.fields["output_id"]: n for n in self.g.nodes if "output_id" in n.fields}
+        for vid, out in self.alias.items():  # a fused clamp's output is written by the producer it was fused into
+            if vid in self.producers:
+                self.producers[out] = self.producers[vid]
         for n in self.g.nodes:
             if n.index in gone:
                 continue
@@ -555,20 +560,43 @@ class _Translator:
         if max(n.dilation_height, 1) != 1 or max(n.dilation_width, 1) != 1:
             raise self.no("dilated pooling")
         pads = (n.padding_top, n.padding_right, n.padding_bottom, n.padding_left)
+        x = self.tensor_of(n.input_id)
         if n.flags & G.FLAG_TENSORFLOW_SAME_PADDING:
             padding = "SAME"
         elif not any(pads):
             padding = "VALID"
-        else:
+        elif name == "MAX_POOL_2D" and self.nonnegative(n.input_id) and max(pads) < min(ph, pw):
+            # zero padding never wins the max of a ReLU's output (every window holds a real pixel): any size
+            x, padding = self.pad_zero(x, pads), "VALID"
+        else:  # TFLite's SAME pools read only real pixels, as XNNPACK's do: equal only at this input size
             shape = self.value(n.input_id).dims
             if len(shape) != 4 or pads != _same_pads(shape[1], shape[2], (ph, pw), (sh, sw)):
                 raise self.no(f"pool padding {list(pads)} is neither VALID nor SAME")
             padding = "SAME"
-            self.fixed_shape = True  # SAME equals these pads only at this input size
+            self.fixed_shape = True
         act, residual = self.activation(n.output_min, n.output_max, n.output_id)
-        self.op(name, [self.tensor_of(n.input_id)], [self.output(n.output_id, residual)], "Pool2DOptions",
+        self.op(name, [x], [self.output(n.output_id, residual)], "Pool2DOptions",
                 padding=getattr(self.S.Padding, padding), strideH=sh, strideW=sw, filterHeight=ph,
                 filterWidth=pw, fusedActivationFunction=act)
+
+    def nonnegative(self, vid: int) -> bool:
+        """True when value ``vid`` is produced with a fused clamp at or above 0 (a ReLU's output)."""
+        p = self.producers.get(vid)
+        lo = self.fused.get(p.index, (p.output_min,))[0] if p is not None else -math.inf
+        return lo >= 0
+
+    def pad_zero(self, x: int, pads: tuple) -> int:
+        """``x`` (NHWC) padded by (top, right, bottom, left) with (real) zeros."""
+        pt, pr, pb, pl = pads
+        src = self.tensors[x]
+        if len(src.shape) != 4:
+            raise self.no("padded pool of a non-4-D input")
+        shape = list(src.shape)
+        shape[1] += pt + pb
+        shape[2] += pl + pr
+        padded = self.add_tensor(shape, src.type, 0, src.quantization)
+        self.op("PAD", [x, self.i32([[0, 0], [pt, pb], [pl, pr], [0, 0]])], [padded])
+        return padded
 
     def node_MaxPooling2d(self, n: G.Node) -> None:
         self.pool(n, "MAX_POOL_2D")
