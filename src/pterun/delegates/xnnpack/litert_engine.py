@@ -474,12 +474,12 @@ class _Translator:
                                               self.buffer(t.data), quant, f"v{t.id}")
         return self.tid[n.bias_id]
 
-    def weights(self, n: G.Node, static_only: bool = True) -> int:
+    def conv_weights(self, n: G.Node) -> int:
         w = self.value(n.filter_id)
         if w.data is None:
             raise self.no(f"filter {w.describe()} is not a constant")
-        if w.datatype in (G.QCINT4, G.QBINT4) and static_only:
-            raise self.no("4-bit weights outside a fully-connected layer")
+        if w.datatype in (G.QCINT4, G.QBINT4):
+            raise self.no("4-bit convolution weights")
         return self.tensor_of(n.filter_id)
 
     def input_for_gemm(self, n: G.Node) -> int:
@@ -537,7 +537,7 @@ class _Translator:
         if n.kernel_height < 1 or n.kernel_width < 1 or n.subsampling_height < 1 or n.subsampling_width < 1:
             raise self.no("empty kernel or stride")
         x, padding = self.conv_pads(n, self.tensor_of(n.input1_id))
-        wt = self.weights(n)
+        wt = self.conv_weights(n)
         b = self.bias_tensor(n, n.input1_id, n.filter_id)
         act, residual = self.activation(n.output_min, n.output_max, n.output_id)
         out = self.output(n.output_id, residual)
@@ -640,8 +640,9 @@ class _Translator:
 
     def node_Clamp(self, n: G.Node) -> None:
         lo, hi = n.output_min, n.output_max
-        name = {(0.0, math.inf): "RELU", (0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1",
-                (0.0, 1.0): "RELU_0_TO_1"}.get((lo, hi))
+        name = _FUSABLE.get((lo, hi))
+        if name == "NONE":
+            return self.simple(n, "RESHAPE", [self.i32(list(self.value(n.output_id).dims))])
         if name is not None:
             self.op(name, [self.tensor_of(n.input_id)], [self.tensor_of(n.output_id)])
             return
@@ -877,7 +878,10 @@ class LiteRTPlan:
                 return self._numpy.execute(args)
             try:
                 for t, a in arrays:
-                    self._set(t, a if a.flags.c_contiguous else np.ascontiguousarray(a))
+                    if a.flags.c_contiguous:
+                        self._set(t, a)
+                    else:  # e.g. a channels-last input: one strided copy into LiteRT's buffer
+                        self._interp.tensor(t)()[...] = a
                 self._invoke()
             except (ValueError, RuntimeError) as e:
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
