@@ -395,8 +395,6 @@ class _Translator:
 
     def serialize(self, ins: list[int], outs: list[int]) -> bytes:
         S = self.S
-        import flatbuffers
-
         sg = S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.operators
         sg.inputs, sg.outputs = np.asarray(ins, np.int32), np.asarray(outs, np.int32)
@@ -407,18 +405,18 @@ class _Translator:
         m.subgraphs = [sg]
         m.buffers = self.buffers
         m.description = "pterun XNNPACK delegate"
-        # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned: one copy, no Python loop
-        for b, data in self.blobs:
-            self.buffers[b].offset, self.buffers[b].size = 1, max(data.size, 1)  # placeholders: real values below
-        fb = self._pack(m)
-        at = _align(len(fb) + 64)  # room to grow: offsets change the flatbuffer's size only marginally
-        pos = at
-        for b, data in self.blobs:
-            self.buffers[b].offset, self.buffers[b].size = pos, data.size
-            pos = _align(pos + data.size)
-        fb = self._pack(m)
-        if len(fb) > at:
-            raise Unsupported("flatbuffer grew past its reserved size")  # cannot happen: same field set
+        # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
+        # on the flatbuffer's size, so it is packed once (twice only if the bound was too small)
+        at = _align(self.size_bound())
+        while True:
+            pos = at
+            for b, data in self.blobs:
+                self.buffers[b].offset, self.buffers[b].size = pos, data.size
+                pos = _align(pos + data.size)
+            fb = self._pack(m)
+            if len(fb) <= at:
+                break
+            at = _align(len(fb) + 4096)
         parts, end = [fb, bytes(at - len(fb))], at
         for _, data in self.blobs:  # one copy of the constants, straight into the model's bytes
             parts.append(memoryview(np.ascontiguousarray(data)))
@@ -426,6 +424,18 @@ class _Translator:
             parts.append(bytes(_align(end) - end))
             end = _align(end)
         return b"".join(parts)
+
+    def size_bound(self) -> int:
+        """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
+        n = 4096 + 64 * len(self.buffers) + 48 * len(self.codes)
+        for t in self.tensors:
+            n += 160 + 4 * len(t.shape) + len(t.name or "")
+            q = t.quantization
+            if q is not None:
+                n += 96 + 12 * (np.size(q.scale) if q.scale is not None else 0) + 8 * np.size(q.zeroPoint)
+        for o in self.operators:
+            n += 160 + 4 * (len(o.inputs) + len(o.outputs))
+        return n
 
     def _pack(self, m) -> bytes:
         import flatbuffers
