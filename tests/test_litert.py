@@ -22,7 +22,7 @@ from pterun import Runtime
 from pterun.delegates.xnnpack import load
 from pterun.delegates.xnnpack import payload as P
 from pterun.errors import DelegateError
-from test_xnnpack import F32, RNG, Graph, T, V, out_tensor, per_token, randn, tensor
+from test_xnnpack import BINARY_REFS, F32, RNG, UNARY_REFS, Graph, T, V, out_tensor, per_token, randn, tensor
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
@@ -182,6 +182,21 @@ def test_invalid_graphs_still_get_the_numpy_engines_errors():
     blob, named = g.blob()
     with pytest.raises(DelegateError, match="reads value 2 before any node produces it"):
         load(blob, named, "auto")
+
+
+@needs_litert
+@pytest.mark.parametrize("name", sorted(UNARY_REFS) + sorted(BINARY_REFS))
+def test_elementwise_nodes_are_taken_by_litert(name):
+    # their values are checked against float64 references on both engines in test_xnnpack.py
+    g = Graph()
+    if name in UNARY_REFS:
+        i, o = g.input([2, 3, 5]), g.output([2, 3, 5])
+        g.node(name, input_id=i, output_id=o)
+    else:  # broadcasting, with a clamp that is not a TFLite activation (MAXIMUM/MINIMUM after the op)
+        a, b, o = g.input([2, 3, 4]), g.input([1, 3, 1]), g.output([2, 3, 4])
+        g.node(name, lo=-1.0, hi=2.0, input1_id=a, input2_id=b, output_id=o)
+    ex = load(*g.blob(), "litert")
+    assert (ex.engine, ex.engine_reason) == ("litert", None)
 
 
 # ==============================================================================================================

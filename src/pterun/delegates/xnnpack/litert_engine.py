@@ -652,7 +652,7 @@ class _Translator:
         lo, hi = n.output_min, n.output_max
         name = _FUSABLE.get((lo, hi))
         if name == "NONE":
-            return self.simple(n, "RESHAPE", [self.i32(list(self.value(n.output_id).dims))])
+            return self.identity(n)
         if name is not None:
             self.op(name, [self.tensor_of(n.input_id)], [self.tensor_of(n.output_id)])
             return
@@ -661,7 +661,16 @@ class _Translator:
         self.pending_clamp = (self.tensor_of(n.input_id), self.tensor_of(n.output_id), lo, hi)
 
     def node_Copy(self, n: G.Node) -> None:
-        self.simple(n, "RESHAPE", [self.i32(list(self.value(n.output_id).dims))])
+        self.identity(n)
+
+    def identity(self, n: G.Node) -> None:
+        """out = in: the same tensor when the output is internal, else a RESHAPE that keeps any leading dim."""
+        src, dst = self.value(n.input_id), self.value(n.output_id)
+        if dst.external_id is None and n.output_id not in self.tid and (n.output_min, n.output_max) == (
+                -math.inf, math.inf) and src.datatype == dst.datatype and _same_quant(src.quant, dst.quant):
+            self.alias[n.output_id] = self.alias.get(n.input_id, n.input_id)
+            return
+        self.simple(n, "RESHAPE", [self.i32([-1] + list(dst.dims[1:]) if dst.dims else [])])
 
     def node_StaticTranspose(self, n: G.Node) -> None:
         perm = list(n.perm)
@@ -676,8 +685,7 @@ class _Translator:
         self.simple(n, "RESHAPE", [self.i32(shape)])
 
     def node_StaticSlice(self, n: G.Node) -> None:
-        dims = self.value(n.input_id).dims
-        sizes = [s if s else d - o for o, s, d in zip(n.offsets, n.sizes, dims)]
+        sizes = [s if s else -1 for s in n.sizes]  # 0: to the end (of the run-time size)
         self.simple(n, "SLICE", [self.i32(list(n.offsets)), self.i32(sizes)])
 
     def node_StaticConstantPad(self, n: G.Node) -> None:
