@@ -373,7 +373,8 @@ def test_cli_inspect_shows_why_a_delegate_is_not_on_litert(monkeypatch, capsys):
 
     monkeypatch.setenv("PTERUN_ENGINE", "auto")
     assert main(["inspect", str(FIXTURES / "xnn_cnn.pte")]) == 0
-    assert "    engine: numpy (node 7 (XNNConvTranspose2d): no LiteRT translation)\n" in capsys.readouterr().out
+    assert ("    engine: numpy (node 9 (XNNAvgPooling2d): pool padding [1, 1, 1, 1] is neither VALID nor SAME)\n"
+            in capsys.readouterr().out)
     assert main(["--engine", "litert", "bench", "--repeat", "2", str(FIXTURES / "xnn_mobilenet_v2.pte")]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine litert"
 
@@ -409,3 +410,22 @@ def test_max_pool_padding_after_a_relu_is_zero_padding_on_litert():
     ex = load(blob, named, "auto")
     assert (ex.engine, ex.engine_reason) == ("numpy", "node 1 (XNNMaxPooling2d): pool padding [1, 1, 1, 1] is "
                                                       "neither VALID nor SAME")
+
+
+@needs_litert
+@pytest.mark.parametrize("pads,adj", [((0, 0, 0, 0), (0, 0)), ((1, 1, 0, 0), (1, 0)), ((1, 1, 1, 1), (1, 1)),
+                                      ((1, 0, 0, 1), (1, 1))])
+def test_transposed_convolution_is_cropped_from_the_full_valid_output(pads, adj):
+    from test_xnnpack import _conv_graph
+    from xnn_refs import ref_deconv
+
+    x, w, b = randn(1, 3, 4, 2), randn(6, 3, 3, 2), randn(6)
+    ref = np.maximum(ref_deconv(x, w, b, (2, 2), pads, (1, 1), 1, adj), 0)
+    outs = {}
+    for engine in ("numpy", "litert"):
+        ex = load(*_conv_graph("ConvTranspose2d", x, w, b, pads, (2, 2), (1, 1), 1, 2, 6, adj=adj, lo=0.0).blob(),
+                  engine)
+        assert (ex.engine, ex.engine_reason) == (engine, None)
+        outs[engine] = out_tensor(ref.shape, F32, capacity=ref.shape)
+        ex.execute([tensor(x), outs[engine]])
+        np.testing.assert_allclose(outs[engine].array, ref, rtol=1e-5, atol=1e-5)

@@ -564,6 +564,41 @@ class _Translator:
         ins, outs, opts = self.conv_common(n)
         self.op("DEPTHWISE_CONV_2D", ins, outs, "DepthwiseConv2DOptions", depthMultiplier=mult, **opts)
 
+    def node_ConvTranspose2d(self, n: G.Node) -> None:
+        """TRANSPOSE_CONV with VALID padding at its full size, then a SLICE that crops XNNPACK's padding (an
+        adjustment past the bottom/right padding becomes the output shape's extra rows, which LiteRT derives)."""
+        if max(n.groups, 1) != 1 or max(n.dilation_height, 1) != 1 or max(n.dilation_width, 1) != 1:
+            raise self.no("grouped or dilated transposed convolution")
+        if n.flags & G.FLAG_TENSORFLOW_SAME_PADDING:
+            raise self.no("transposed convolution with TensorFlow SAME padding")
+        dims = self.value(n.input1_id).dims
+        if len(dims) != 4:
+            raise self.no("transposed convolution of a non-4-D input")
+        (kh, kw), (sh, sw) = (n.kernel_height, n.kernel_width), (n.subsampling_height, n.subsampling_width)
+        if min(kh, kw, sh, sw) < 1 or n.adjustment_height >= sh or n.adjustment_width >= sw:
+            raise self.no("transposed convolution geometry")
+        pt, pr, pb, pl = n.padding_top, n.padding_right, n.padding_bottom, n.padding_left
+        full_h, full_w = (dims[1] - 1) * sh + kh, (dims[2] - 1) * sw + kw
+        out_h, out_w = full_h + n.adjustment_height - pt - pb, full_w + n.adjustment_width - pl - pr
+        shape = [dims[0], full_h + max(n.adjustment_height - pb, 0), full_w + max(n.adjustment_width - pr, 0),
+                 n.group_output_channels]
+        if out_h < 1 or out_w < 1:
+            raise self.no("transposed convolution with an empty output")
+        x = self.tensor_of(n.input1_id)
+        wt = self.conv_weights(n)
+        b = self.bias_tensor(n, n.input1_id, n.filter_id)
+        act, residual = self.activation(n.output_min, n.output_max, n.output_id)
+        crop = shape[1:3] != [out_h, out_w]
+        dst = self.tensors[self.tensor_of(n.output_id)]
+        dst.shape = np.asarray([shape[0], out_h, out_w, shape[3]], np.int32)  # what XNNPACK will produce
+        y = self.add_tensor(shape, dst.type, 0, dst.quantization) if crop else self.output(n.output_id, residual)
+        self.op("TRANSPOSE_CONV", [self.i32(shape), wt, x, b], [y], "TransposeConvOptions",
+                padding=self.S.Padding.VALID, strideH=sh, strideW=sw, fusedActivationFunction=act)
+        if crop:
+            self.op("SLICE", [y, self.i32([0, pt, pl, 0]), self.i32([shape[0], out_h, out_w, shape[3]])],
+                    [self.output(n.output_id, residual)])
+        self.fixed_shape = True  # the output shape is a constant of the model
+
     def pool(self, n: G.Node, name: str) -> None:
         ph, pw = n.pooling_height, n.pooling_width
         sh, sw = n.stride_height or ph, n.stride_width or pw
