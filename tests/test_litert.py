@@ -429,3 +429,22 @@ def test_transposed_convolution_is_cropped_from_the_full_valid_output(pads, adj)
         outs[engine] = out_tensor(ref.shape, F32, capacity=ref.shape)
         ex.execute([tensor(x), outs[engine]])
         np.testing.assert_allclose(outs[engine].array, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_litert_that_fails_to_import_falls_back():
+    r = _subprocess("""
+        import importlib.abc, sys
+
+        class Broken(importlib.abc.MetaPathFinder):  # as a native library that does not load on this system
+            def find_spec(self, name, path=None, target=None):
+                if name == "ai_edge_litert" or name.startswith("ai_edge_litert."):
+                    raise OSError("libLiteRt.so: cannot open shared object file")
+
+        sys.meta_path.insert(0, Broken())
+        import pterun
+        (d,) = pterun.Runtime().load_program("%s").load_method("forward").delegates
+        print(d.engine, "|", d.reason)
+    """ % (FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("numpy | LiteRT unavailable: ai-edge-litert does not import (OSError: libLiteRt.so: cannot "
+                        "open shared object file)\n")

@@ -94,6 +94,8 @@ def _import_modules() -> tuple:
         from ai_edge_litert import schema_py_generated as schema
     except ImportError as e:
         raise Unavailable(f"ai-edge-litert is not installed ({e})") from None
+    except Exception as e:  # installed but broken: a native library that does not load here, ...
+        raise Unavailable(f"ai-edge-litert does not import ({type(e).__name__}: {e})") from None
     missing = [n for n in _SCHEMA_NAMES if not hasattr(schema, n)]
     need_ops = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "PAD", "TRANSPOSE", "RESHAPE")
     missing += [f"BuiltinOperator.{n}" for n in need_ops if not hasattr(getattr(schema, "BuiltinOperator", None), n)]
