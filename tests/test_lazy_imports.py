@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -67,7 +68,9 @@ def loaded_after() -> dict[str, list[str]]:
             loaded[step] = sorted(m for m in {LAZY!r} if m in sys.modules)
         print(json.dumps(loaded))
     """)
-    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}  # the default engine: auto
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120,
+                          env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

@@ -29,6 +29,12 @@ needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
+@pytest.fixture(autouse=True)
+def default_engine(monkeypatch):
+    """These tests are about the engine choice itself: start from the default, whatever the environment says."""
+    monkeypatch.delenv("PTERUN_ENGINE", raising=False)
+
+
 def _subprocess(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     script = f"import sys; sys.path.insert(0, {str(SRC)!r})\n" + textwrap.dedent(code)
     e = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}
@@ -66,6 +72,14 @@ def test_engine_argument_beats_runtime_setting_beats_environment(monkeypatch):
     assert Runtime(engine="numpy").load_program(FIXTURES / "xnn_mlp.pte", engine="auto").engine == "auto"
     monkeypatch.setenv("PTERUN_ENGINE", " NumPy ")
     assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
+
+
+@needs_litert
+def test_the_engine_is_decided_at_load_program(monkeypatch):
+    program = Runtime().load_program(FIXTURES / "xnn_mlp.pte")
+    monkeypatch.setenv("PTERUN_ENGINE", "numpy")  # too late for this program
+    assert program.engine == "auto" and program.load_method("forward").delegates[0].engine == "litert"
+    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").load_method("forward").delegates[0].engine == "numpy"
 
 
 def test_bad_engine_values_are_value_errors(monkeypatch):
