@@ -477,13 +477,12 @@ class _Translator:
             raise self.no(f"quantized bias {bv.describe()} without a static int8 input and weights")
         ws = np.asarray(wq.scale, F32).reshape(-1)
         scale = (F32(xq.scale) * ws).astype(F32)
-        t = self.value(n.bias_id)
-        quant = self.S.QuantizationParametersT()
+        quant = self.S.QuantizationParametersT()  # TFLite's rule: bias scale = input scale x weight scale
         quant.scale = scale
         quant.zeroPoint = np.zeros(scale.size, np.int64)
         quant.quantizedDimension = 0
-        self.tid[n.bias_id] = self.add_tensor([int(np.prod(t.dims))], self.S.TensorType.INT32,
-                                              self.buffer(t.data), quant, f"v{t.id}")
+        self.tid[n.bias_id] = self.add_tensor([int(np.prod(bv.dims))], self.S.TensorType.INT32,
+                                              self.buffer(bv.data), quant, f"v{bv.id}")
         return self.tid[n.bias_id]
 
     def conv_weights(self, n: G.Node) -> int:
@@ -514,6 +513,9 @@ class _Translator:
                 raise self.no(f"dynamic int8 from {src.dtype_name}")
             if dst.external_id is not None:
                 raise self.no("dynamic int8 graph output")
+            q = dst.quant
+            if q is not None and q.kind == G.PER_TOKEN and q.num_nonbatch_dims > 1:
+                raise self.no(f"dynamic int8 over {q.num_nonbatch_dims} dims (TFLite quantizes rows)")
             for c in self.consumers.get(n.output_id, []):
                 if c.name != "FullyConnected" or c.fields.get("input1_id") != n.output_id:
                     raise self.no(f"dynamic int8 value read by {c.describe()}")
