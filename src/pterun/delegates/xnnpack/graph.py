@@ -29,6 +29,12 @@ from pterun.delegates.xnnpack.payload import (  # noqa: F401  (the graph's vocab
     QUINT8, STORAGE_DTYPES, VALUE_EXTERNAL_INPUT, VALUE_EXTERNAL_OUTPUT, Node, Quant, Value)
 from pterun.errors import DelegateError
 
+__all__ = ["Graph", "BF16", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
+           "FLAG_TENSORFLOW_LEGACY", "FLAG_TENSORFLOW_SAME_PADDING", "FLAG_TRANSPOSE_WEIGHTS", "FP16", "FP32", "INT32",
+           "INVALID_ID", "NODE_TYPES", "PER_CHANNEL", "PER_CHANNEL_GROUP", "PER_TENSOR", "PER_TOKEN", "QBINT4",
+           "QCINT4", "QCINT8", "QCINT32", "QDINT8", "QINT8", "QINT32", "QUANTIZED", "QUINT8", "STORAGE_DTYPES",
+           "VALUE_EXTERNAL_INPUT", "VALUE_EXTERNAL_OUTPUT", "Node", "Quant", "Value"]
+
 F32 = np.float32
 Fail = Callable[[str], Exception]
 

@@ -43,13 +43,12 @@ import numpy as np
 
 from pterun._log import logger
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack.binding import dim_order, input_array, write_output
+from pterun.delegates.xnnpack.binding import input_array, write_output
 from pterun.errors import DelegateError
 
 __all__ = ["Unavailable", "Unsupported", "LiteRTPlan", "build", "translate", "available"]
 
 F32 = np.float32
-TESTED = ((2, 3), (2, 4))  # ai-edge-litert versions [low, high) this translation was checked against
 
 
 class Unsupported(Exception):

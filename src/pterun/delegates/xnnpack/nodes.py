@@ -24,7 +24,7 @@ import numpy as np
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import ops
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.compiler import NAMES, Compiler, builds, chain
+from pterun.delegates.xnnpack.compiler import NAMES, Compiler, builds, chain  # noqa: F401  (NAMES: doctest)
 
 F32 = np.float32
 

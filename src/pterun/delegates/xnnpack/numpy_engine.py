@@ -20,7 +20,7 @@ from pterun.delegates.xnnpack import gemm as _gemm  # noqa: F401  (registers the
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import F32_DTYPE, input_array, write_output
 from pterun.delegates.xnnpack import nodes as _nodes  # noqa: F401  (registers the other node builders)
-from pterun.delegates.xnnpack.compiler import BUILDERS, F32, NAMES, Compiler, Rep
+from pterun.delegates.xnnpack.compiler import BUILDERS, NAMES, Compiler
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["BUILDERS", "NAMES", "Plan", "compile_graph"]
