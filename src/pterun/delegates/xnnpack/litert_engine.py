@@ -822,7 +822,7 @@ def translate(graph: G.Graph) -> Translation:
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
-# -- native stderr ------------------------------------------------------------------------------------------------------
+# -- native stderr -----------------------------------------------------------------------------------------------
 _LITERT_LINE = re.compile(rb"^(INFO|WARNING|ERROR|VERBOSE): ")
 _stderr_lock = threading.Lock()
 
