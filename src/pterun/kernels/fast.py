@@ -1,18 +1,22 @@
-"""Load-time fast paths for the hottest kernels.
+"""Load-time fast paths for the hottest kernels: the specializers that kernel families declare with
+``register(name, specialize=...)``.
 
 When every argument of an instruction is fixed at load (static shapes and dtypes, constant scalars), the
-interpreter asks the kernel's ``specialize(*args)`` for a zero-argument step. The steps here compute
-straight into the planned output array (``out``), skipping per-call promotion and the copy-back; what a step
-returns is ignored (the interpreter wraps steps in chains where a return value would mean a jump). Each one
-applies only in the plain case where the result is identical to the general kernel's — same dtype
-throughout, shapes that already match — and returns None otherwise, so the general kernel runs.
+interpreter asks the kernel's :meth:`~pterun.kernels.registry.Kernel.specialize` for a zero-argument step,
+which calls a specializer here as ``spec(general, *args)`` (``general``: the registered kernel function).
+The steps compute straight into the planned output array (``out``), skipping per-call promotion and the
+copy-back, and store whatever they do not compute in place through :func:`~pterun.kernels._common.write_out`'s
+convention, as the interpreter stores a general kernel's result; what a step returns is ignored (the interpreter
+wraps steps in chains where a return value would mean a jump). Each one applies only in the plain case where
+the result is identical to the general kernel's — same dtype throughout, shapes that already match — and
+returns None otherwise, so the general kernel runs. This module imports no kernel family and no registry.
 
 Example::
 
     >>> import numpy as np
     >>> from pterun.kernels import KERNELS
     >>> a, b, o = np.ones(3, np.float32), np.ones(3, np.float32), np.empty(3, np.float32)
-    >>> step = KERNELS["aten::add.out"].fn.specialize(a, b, 1, o)
+    >>> step = KERNELS["aten::add.out"].specialize(a, b, 1, o)
     >>> _ = step()
     >>> o
     array([2., 2., 2.], dtype=float32)
@@ -25,7 +29,7 @@ from functools import partial
 import numpy as np
 
 from pterun import threads
-from pterun.kernels.registry import KERNELS
+from pterun.kernels._common import write_out, write_out_step
 
 try:  # the clip ufunc itself, without np.clip's Python-level argument handling
     from numpy._core.umath import clip as _clip
@@ -44,13 +48,6 @@ def _call(fn, *args):
     return partial(fn, *args)
 
 
-def _attach(name: str):
-    def deco(spec):
-        KERNELS[name].fn.specialize = spec
-        return spec
-    return deco
-
-
 def _same_float(*arrays) -> bool:
     d = arrays[0].dtype
     return d in _FLOATS and all(isinstance(a, np.ndarray) and a.dtype == d for a in arrays)
@@ -63,8 +60,9 @@ def _broadcasts_to(out, *arrays) -> bool:
         return False
 
 
-def _binary(ufunc):
-    def spec(self, other, *rest):
+def binary(ufunc):
+    """Tensor-tensor arithmetic (add, sub, mul, div) with alpha 1, same float dtype, no broadcast of out."""
+    def spec(general, self, other, *rest):
         out = rest[-1]
         alpha = rest[0] if len(rest) == 2 else 1
         if alpha != 1 or not isinstance(other, np.ndarray) or not _same_float(self, other, out):
@@ -75,12 +73,9 @@ def _binary(ufunc):
     return spec
 
 
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
-    _attach(f"aten::{_name}.out")(_binary(_uf))
-
-
-def _binary_scalar(ufunc):
-    def spec(self, other, *rest):
+def binary_scalar(ufunc):
+    """Tensor-scalar arithmetic with alpha 1: the scalar in the tensor's float type, as the general kernel."""
+    def spec(general, self, other, *rest):
         out = rest[-1]
         alpha = rest[0] if len(rest) == 2 else 1
         if alpha != 1 or isinstance(other, bool) or not isinstance(other, (int, float)):
@@ -92,12 +87,7 @@ def _binary_scalar(ufunc):
     return spec
 
 
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
-    _attach(f"aten::{_name}.Scalar_out")(_binary_scalar(_uf))
-
-
-@_attach("aten::relu.out")
-def _relu(self, out):
+def relu(general, self, out):
     # clip(x, 0, inf) is the general kernel's where(x < 0, 0, x) exactly (NaN and -0.0 pass through), and
     # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
     if not _same_float(self, out) or self.shape != out.shape:
@@ -105,71 +95,51 @@ def _relu(self, out):
     return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
 
 
-@_attach("aten::hardtanh.out")
-def _hardtanh(self, min_val, max_val, out):
+def hardtanh(general, self, min_val, max_val, out):
     if not _same_float(self, out) or self.shape != out.shape:
         return None
     lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
     return _call(_clip, self, lo, hi, out)
 
 
-def _view_copy(name: str):
+def copy_of_view(general, self, *rest):
     """Copy kernels whose general form returns a view of ``self`` (permute, slice, squeeze, expand ...): the
-    view is taken once at load, from the general kernel itself, and each call is one ``copyto``."""
-    general = KERNELS[name].fn
-
-    def spec(self, *rest):
-        out = rest[-1]
-        if self.dtype != out.dtype or self.size == 0:
-            return None
-        try:
-            view = general(self, *rest)
-        except Exception:  # noqa: BLE001  (the general kernel raises its own error at run time)
-            return None
-        if not isinstance(view, np.ndarray) or view.shape != out.shape or not np.shares_memory(view, self):
-            return None  # not a view of self: it would go stale, so compute it every call
-        return _call(np.copyto, out, view)
-    return spec
+    view is taken once at load, from the general kernel itself, and each call is one copy into ``out``."""
+    out = rest[-1]
+    if self.dtype != out.dtype or self.size == 0:
+        return None
+    try:
+        view = general(self, *rest)
+    except Exception:  # noqa: BLE001  (the general kernel raises its own error at run time)
+        return None
+    if not isinstance(view, np.ndarray) or view.shape != out.shape or not np.shares_memory(view, self):
+        return None  # not a view of self: it would go stale, so compute it every call
+    return write_out_step(out, view)
 
 
-for _name in ("aten::permute_copy.out", "aten::view_copy.out", "aten::clone.out", "aten::unsqueeze_copy.out",
-              "aten::squeeze_copy.dim_out", "aten::squeeze_copy.dims_out", "aten::slice_copy.Tensor_out",
-              "aten::expand_copy.out", "aten::transpose_copy.int_out", "aten::t_copy.out", "aten::alias_copy.out",
-              "aten::detach_copy.out", "dim_order_ops::_clone_dim_order.out",
-              "dim_order_ops::_to_dim_order_copy.out"):
-    _attach(_name)(_view_copy(_name))
+def copies_of_views(general, self, *rest):
+    """Split kernels whose general form returns views of ``self``: each call copies them into the outs."""
+    outs = rest[-1]
+    if self.size == 0 or any(o.dtype != self.dtype for o in outs):
+        return None
+    try:
+        views = general(self, *rest)
+    except Exception:  # noqa: BLE001
+        return None
+    if len(views) != len(outs) or any(v.shape != o.shape or (v.size and not np.shares_memory(v, self))
+                                      for v, o in zip(views, outs)):
+        return None
+    writes = [write_out_step(o, v) for o, v in zip(outs, views)]
+
+    def step():
+        for write in writes:
+            write()
+    return step
 
 
-def _split(name: str):
-    general = KERNELS[name].fn
-
-    def spec(self, *rest):
-        outs = rest[-1]
-        if self.size == 0 or any(o.dtype != self.dtype for o in outs):
-            return None
-        try:
-            views = general(self, *rest)
-        except Exception:  # noqa: BLE001
-            return None
-        if len(views) != len(outs) or any(v.shape != o.shape or (v.size and not np.shares_memory(v, self))
-                                          for v, o in zip(views, outs)):
-            return None
-        pairs = list(zip(outs, views))
-
-        def step():
-            for o, v in pairs:
-                np.copyto(o, v)
-        return step
-    return spec
-
-
-_attach("aten::split_with_sizes_copy.out")(_split("aten::split_with_sizes_copy.out"))
-_attach("aten::split_copy.Tensor_out")(_split("aten::split_copy.Tensor_out"))
-
-
-def _float_unary(*ufuncs):
+def float_unary(*ufuncs):
     """A chain of same-dtype ufuncs computed in place in ``out`` (the general kernel's exact float32 steps)."""
-    def spec(self, out):
+    def spec(general, self, out):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
 
@@ -184,13 +154,7 @@ def _float_unary(*ufuncs):
     return spec
 
 
-for _name, _uf in (("exp", np.exp), ("tanh", np.tanh), ("neg", np.negative), ("abs", np.absolute),
-                   ("sqrt", np.sqrt), ("sin", np.sin), ("cos", np.cos), ("log", np.log)):
-    _attach(f"aten::{_name}.out")(_float_unary(_uf))
-
-
-@_attach("aten::sigmoid.out")
-def _sigmoid(self, out):
+def sigmoid(general, self, out):
     # the general kernel computes 1 / (1 + exp(-x)) in x's float type; the same steps, in place
     if not _same_float(self, out) or self.shape != out.shape:
         return None
@@ -238,8 +202,7 @@ def _gemm(a, b, out, bias=None):
     return step
 
 
-@_attach("aten::mm.out")
-def _mm(self, mat2, out):
+def mm(general, self, mat2, out):
     if self.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat2):
         return None
     if (self.shape[0], mat2.shape[1]) != out.shape or self.shape[1] != mat2.shape[0]:
@@ -247,8 +210,7 @@ def _mm(self, mat2, out):
     return _gemm(self, mat2, out)
 
 
-@_attach("aten::bmm.out")
-def _bmm(self, mat2, out):
+def bmm(general, self, mat2, out):
     if self.ndim != 3 or mat2.ndim != 3 or not _matmul_ok(out, self, mat2):
         return None
     if (self.shape[0], self.shape[1], mat2.shape[2]) != out.shape or self.shape[2] != mat2.shape[1] \
@@ -257,8 +219,7 @@ def _bmm(self, mat2, out):
     return _call(np.matmul, self, mat2, out)
 
 
-@_attach("aten::addmm.out")
-def _addmm(self, mat1, mat2, beta, alpha, out):
+def addmm(general, self, mat1, mat2, beta, alpha, out):
     if beta != 1 or alpha != 1 or mat1.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat1, mat2):
         return None
     if (mat1.shape[0], mat2.shape[1]) != out.shape or mat1.shape[1] != mat2.shape[0]:
@@ -268,8 +229,7 @@ def _addmm(self, mat1, mat2, beta, alpha, out):
     return _gemm(mat1, mat2, out, self)
 
 
-@_attach("aten::linear.out")
-def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
+def linear(general, input, weight, bias, out):  # noqa: A002  (schema names)
     arrays = (input, weight) if bias is None else (input, weight, bias)
     if weight.ndim != 2 or input.ndim < 1 or not _matmul_ok(out, *arrays):
         return None
@@ -327,7 +287,7 @@ def _gelu_pass(x, out, scratch):
     np.copysign(e, xd, e)
     np.add(e, _HALF, e)  # 0.5 * (1 + erf(z)); 0 for x = -inf, so -inf * 0 gives NaN as in the general kernel
     np.multiply(xd, e, e)
-    np.copyto(out, e, casting="same_kind")  # one rounding of the float64 product to float32
+    write_out(out, e)  # one rounding of the float64 product to float32
 
 
 def _gelu_scratch(n: int) -> tuple:
@@ -337,8 +297,7 @@ def _gelu_scratch(n: int) -> tuple:
             powers[4:5], powers[5:9], pq, pq[0], pq[1], np.empty(n))
 
 
-@_attach("aten::gelu.out")
-def _gelu(self, approximate, out):
+def gelu(general, self, approximate, out):
     if approximate not in (None, "none") or self.dtype != F32 or out.dtype != F32 or self.shape != out.shape:
         return None
     if self.size == 0 or self.strides != out.strides:

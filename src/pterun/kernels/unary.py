@@ -16,6 +16,7 @@ import functools
 
 import numpy as np
 
+from pterun.kernels import fast
 from pterun.kernels._common import F64, float_compute, is_floating, is_integral
 from pterun.kernels.registry import register
 
@@ -83,13 +84,19 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
         return 1 / (1 + np.exp(-x))
 
 
+# the ops whose fast path is the same ufunc(s) in place in out, for float32/float64 inputs
+_FLOAT_FAST = {"exp": (np.exp,), "tanh": (np.tanh,), "sqrt": (np.sqrt,), "sin": (np.sin,), "cos": (np.cos,),
+               "log": (np.log,), "neg": (np.negative,)}
+
+
 def _unary(name, fn):
     def kernel(self, out):
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             return fn(float_compute(self))
     kernel.__doc__ = f"{name}.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"
     kernel.__name__ = f"{name}_out"
-    register(f"aten::{name}.out")(kernel)
+    spec = fast.sigmoid if name == "sigmoid" else fast.float_unary(*_FLOAT_FAST[name]) if name in _FLOAT_FAST else None
+    register(f"aten::{name}.out", specialize=spec)(kernel)
     return kernel
 
 
@@ -116,7 +123,8 @@ def _same_dtype(name, fn):
         return fn(x)
     kernel.__doc__ = f"{name}.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"
     kernel.__name__ = f"{name}_out"
-    register(f"aten::{name}.out")(kernel)
+    register(f"aten::{name}.out", specialize=fast.float_unary(*_FLOAT_FAST[name]) if name in _FLOAT_FAST else None)(
+        kernel)
 
 
 for _name, _fn in {
@@ -129,7 +137,7 @@ for _name, _fn in {
     _same_dtype(_name, _fn)
 
 
-@register("aten::abs.out")
+@register("aten::abs.out", specialize=fast.float_unary(np.absolute))
 def abs_out(self, out):
     """abs.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
     return np.abs(_no_bool(self, "abs"))  # complex inputs give their magnitude
