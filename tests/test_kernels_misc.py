@@ -13,7 +13,7 @@ from pterun.kernels import KERNELS, random
 from pterun.kernels.manifest import NOT_SUPPORTED, coverage_report
 from pterun.kernels.quantized_embedding import unpack
 from pterun.kernels.registry import Kernel
-from pterun.kernels.unary import erf
+from pterun.numerics import erf
 
 
 def test_erf_matches_math_erf_to_double_precision():

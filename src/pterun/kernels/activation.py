@@ -18,7 +18,8 @@ from pterun.kernels import fast
 from pterun.kernels._common import (F32, F64, promote_dtypes, promote_scalar, scalar_value, to_compute,
                                     widen_half, wrap_dim)
 from pterun.kernels.registry import register
-from pterun.kernels.unary import erf, sigmoid
+from pterun.kernels.unary import sigmoid
+from pterun.numerics import erf
 
 
 def _math_dtype(x):
