@@ -42,7 +42,7 @@ F64 = np.dtype(np.float64)
 _FLOATS = (F32, F64)
 
 
-def _call(fn, *args):
+def _step_of(fn, *args):
     """A step running ``fn(*args)``: a ``functools.partial``, called from C without a Python frame, with the
     output array passed positionally (a keyword ``out=`` costs more per call). Such a step returns what ``fn``
     returns; the interpreter wraps it where a step's return value means a jump (chains with JumpFalse)."""
@@ -70,7 +70,7 @@ def binary(ufunc):
             return None
         if not _broadcasts_to(out, self, other):
             return None
-        return _call(ufunc, self, other, out)
+        return _step_of(ufunc, self, other, out)
     return spec
 
 
@@ -84,7 +84,7 @@ def binary_scalar(ufunc):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
         scalar = self.dtype.type(other)  # the scalar in the tensor's float type, as the general kernel
-        return _call(ufunc, self, scalar, out)
+        return _step_of(ufunc, self, scalar, out)
     return spec
 
 
@@ -93,14 +93,14 @@ def relu(general, self, out):
     # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
     if not _same_float(self, out) or self.shape != out.shape:
         return None
-    return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
+    return _step_of(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
 
 
 def hardtanh(general, self, min_val, max_val, out):
     if not _same_float(self, out) or self.shape != out.shape:
         return None
     lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
-    return _call(_clip, self, lo, hi, out)
+    return _step_of(_clip, self, lo, hi, out)
 
 
 def copy_of_view(general, self, *rest):
@@ -145,7 +145,7 @@ def float_unary(*ufuncs):
             return None
 
         if len(ufuncs) == 1:
-            return _call(ufuncs[0], self, out)
+            return _step_of(ufuncs[0], self, out)
 
         def step():
             ufuncs[0](self, out)
@@ -185,7 +185,7 @@ def _gemm(a, b, out, bias=None):
     broadcasts to ``out``."""
     product = _product(out)
     if bias is None:
-        whole = _call(product, a, b, out)
+        whole = _step_of(product, a, b, out)
     else:
         def whole():
             product(a, b, out)
@@ -217,7 +217,7 @@ def bmm(general, self, mat2, out):
     if (self.shape[0], self.shape[1], mat2.shape[2]) != out.shape or self.shape[2] != mat2.shape[1] \
             or self.shape[0] != mat2.shape[0]:
         return None
-    return _call(np.matmul, self, mat2, out)
+    return _step_of(np.matmul, self, mat2, out)
 
 
 def addmm(general, self, mat1, mat2, beta, alpha, out):
@@ -240,7 +240,7 @@ def linear(general, input, weight, bias, out):  # noqa: A002  (schema names)
     if input.ndim == 2:
         return _gemm(input, wt, out, bias)
     if bias is None:  # N-d input: matmul (dot would contract it differently)
-        return _call(np.matmul, input, wt, out)
+        return _step_of(np.matmul, input, wt, out)
 
     def step():
         np.matmul(input, wt, out)
@@ -307,7 +307,7 @@ def gelu(general, self, approximate, out):
         scratch = full if w == n else _gelu_scratch(w)
         passes.append((x[start:start + w], o[start:start + w], scratch))
     if len(passes) == 1:
-        return _call(_gelu_pass, *passes[0])
+        return _step_of(_gelu_pass, *passes[0])
 
     def step():
         for args in passes:
