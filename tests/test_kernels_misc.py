@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-
 from fixtures_util import FIXTURES
+
 from pterun import NotSupportedError, Runtime
 from pterun.kernels import KERNELS, random
 from pterun.kernels.manifest import NOT_SUPPORTED, coverage_report

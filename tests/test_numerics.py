@@ -9,33 +9,49 @@ import sys
 import numpy as np
 import pytest
 
-from pterun.numerics import (ERFC_NEGLIGIBLE, ERFCX_P, ERFCX_Q, along_axis, erf, erfc_abs, inverse_scale,
-                             window_output_size)
+from pterun.numerics import (
+    ERFC_NEGLIGIBLE,
+    ERFCX_P,
+    ERFCX_Q,
+    along_axis,
+    erf,
+    erfc_abs,
+    inverse_scale,
+    window_output_size,
+)
 
 
-def test_erfc_abs_matches_math_erfc_to_double_precision():
-    a = np.concatenate([np.linspace(0, 9, 30001), [1e-300, 0.9999999, 1.0, 1.0000001, 2.5, 6.0, 26.0]])
+def test_erfc_abs_matches_math_erfc():
+    a = np.concatenate([np.linspace(0, 26, 52001), [1e-300, 0.47, 0.9999999, 1.0, 1.0000001, 2.5, 6.0]])
     want = np.array([math.erfc(v) for v in a])
     got = erfc_abs(-a)  # the sign is ignored
-    normal = want > 1e-300
-    assert np.all(np.abs(got[normal] - want[normal]) <= 1e-13 * want[normal])
-    assert np.all(got[a > ERFC_NEGLIGIBLE] < 3e-17) and got[-1] > 0  # erfc(26) ~ 6e-296, still a normal double
-    assert erfc_abs(np.array([np.inf, -np.inf])).tolist() == [0.0, 0.0] and np.isnan(erfc_abs(np.array(np.nan)))
+    relative = np.abs(got - want) / want
+    assert relative[a <= ERFC_NEGLIGIBLE].max() < 5e-12  # where 1 - erfc is the GELU fast path's factor
+    assert relative[a <= 10].max() < 5e-10 and relative.max() < 1e-7
+    assert erfc_abs(np.array([np.inf, -np.inf, 30.0])).tolist() == [0.0, 0.0, 0.0]
+    assert np.isnan(erfc_abs(np.array(np.nan)))
+
+
+def test_erfc_abs_in_float32_is_float32_rounding_off_math_erfc():
+    a = np.linspace(0, 9, 20001, dtype=np.float32)  # erfc(9.2) leaves float32's normal range
+    want = np.array([math.erfc(float(v)) for v in a])
+    got = erfc_abs(a)
+    assert got.dtype == np.float32
+    assert np.max(np.abs(got - want) / want) < 5e-6  # exp(-a*a) rounds a*a to float32 first, as XNNPACK does
 
 
 def test_erfc_abs_keeps_the_float_type_and_agrees_with_erf():
     z = np.linspace(-3, 3, 601, dtype=np.float32)
-    assert erfc_abs(z).dtype == np.float32 and erf(z).dtype == np.float32
-    np.testing.assert_allclose(erfc_abs(z.astype(np.float64)), 1 - erf(np.abs(z).astype(np.float64)), atol=2e-16)
+    assert erfc_abs(z).dtype == np.float32 and erf(z).dtype == np.float32 and erfc_abs(z[:600].reshape(3, -1)).shape == (3, 200)
+    assert erfc_abs(np.float32(1.0)).shape == () and erfc_abs(np.arange(2)).dtype == np.float32
+    np.testing.assert_allclose(erfc_abs(z.astype(np.float64)), 1 - erf(np.abs(z).astype(np.float64)), rtol=0,
+                               atol=1e-11)
     assert erf(np.array([1, 0], np.int32)).dtype == np.float32
 
 
-def test_the_fast_gelu_rational_stays_close_to_the_series():
-    a = np.linspace(0, ERFC_NEGLIGIBLE, 20001)
-    rational = np.exp(-a * a) * np.polynomial.polynomial.polyval(a, ERFCX_P) / \
-        np.polynomial.polynomial.polyval(a, ERFCX_Q)
-    reference = erfc_abs(a)
-    assert np.max(np.abs(rational - reference) / reference) < 5e-12
+def test_the_gelu_fast_path_uses_the_shared_rational():
+    from pterun.kernels import fast
+    np.testing.assert_array_equal(fast._HALF_ERFCX, [[0.5 * c for c in ERFCX_P], ERFCX_Q])
 
 
 @pytest.mark.parametrize("size, kernel, stride, pads, dilation, ceil_mode, want", [
@@ -65,5 +81,5 @@ def test_quantization_helpers():
 def test_importing_numerics_imports_nothing_more():
     code = ("import sys, pterun; before = set(sys.modules); import pterun.numerics; "
             "new = set(sys.modules) - before - {'pterun.numerics'}; assert not new, sorted(new)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

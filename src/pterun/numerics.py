@@ -15,20 +15,23 @@ import functools
 
 import numpy as np
 
-__all__ = ["erf", "erfc_abs", "ERFCX_P", "ERFCX_Q", "ERFC_NEGLIGIBLE", "window_output_size", "inverse_scale",
-           "along_axis"]
+__all__ = ["ERFCX_P", "ERFCX_Q", "ERFC_NEGLIGIBLE", "along_axis", "erf", "erfc_abs", "inverse_scale",
+           "window_output_size"]
 
 _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
 # -- the error function ------------------------------------------------------------------------------------
+# Two evaluations, for two needs: erf to double precision (the erf kernel, the general GELU) by a three-range
+# Chebyshev series, and erfc(|z|) fast by one rational (the GELU fast path in kernels.fast, the XNNPACK GELU),
+# exact enough wherever 1 + erf or erfc itself is used, but it would cancel in erf near 0, and the series is
+# 5-10x slower. tests/test_numerics.py holds each to math.erf / math.erfc and the two to each other.
+#
 # Chebyshev series fitted offline (numpy.polynomial.chebyshev.chebfit on 2000 Chebyshev nodes against
-# math.erf / math.erfc, and erfc's asymptotic series beyond 10) — max relative error 7e-16 / 7e-14 / 8e-15 / 8e-15
-# in the four ranges:
+# math.erf / math.erfc) — max relative error 7e-16 / 7e-14 / 8e-15 in the three ranges:
 #   |x| <= 1:        erf(x) = x * A(t),                t = x^2 mapped from [0, 1]
 #   1 < |x| <= 2.5:  erfc(x) = exp(-x^2) * B(x),       x mapped from [1, 2.5]
-#   2.5 < |x| <= 6:  erfc(x) = exp(-x^2) * C(v) * v,   v = 1/x mapped from [1/6, 0.4] (erfc(6) < 3e-17)
-#   6 < |x|:         erfc(x) = exp(-x^2) * D(v) * v,   v = 1/x mapped from [0, 1/6] (erfc only: erf is +-1 there)
+#   2.5 < |x|:       erfc(x) = exp(-x^2) * C(v) / x,   v = 1/x mapped from [1/6, 0.4] (erfc(6) < 3e-17)
 _ERF_A = (0.9754769393826541, -0.14226120510371362, 0.010035582187599743, -0.0005768764699767347,
           2.7419931252179675e-05, -1.1043175507406296e-06, 3.8488755387334984e-08, -1.1808582432157819e-09,
           3.2334228555570324e-11, -7.990832516154001e-13, 1.7982489026049865e-14)
@@ -40,10 +43,7 @@ _ERFC_C = (0.5428391662993293, -0.014904719866427217, -0.00100016009951447, 8.32
            -1.3760754589680038e-06, -2.6905987569094936e-07, 2.8452799573507118e-08, -9.192258996993878e-10,
            -9.804899830035007e-11, 1.6671725055661138e-11, -1.0726535394454667e-12, -1.2943620147048101e-14,
            1.0948534171756443e-14)
-_ERFC_D = (0.5613356484451972, -0.003783216287175274, -0.0009130734935397766, 1.8229187191594312e-05,
-           1.9252267879012296e-06, -1.0190734883435922e-07, -5.008219820985692e-09, 6.392118472539964e-10,
-           5.126835723948724e-12, -4.167256364571957e-12, 1.4360620389203969e-13, 2.4954118837933355e-14,
-           -2.452649189888749e-15)
+
 
 #: erfc(6) < 2**-54: from there on 1 - erfc(a) rounds to 1 in double (the series' C range ends there too)
 ERFC_NEGLIGIBLE = 6.0
@@ -52,10 +52,10 @@ ERFC_NEGLIGIBLE = 6.0
 # the same series in the power basis of their mapped variable, for Horner evaluation (the conversion costs
 # about two decimal digits at these degrees, far below float32 resolution and within 1e-14 of math.erf)
 @functools.cache
-def _erf_polys() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _erf_polys() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     from numpy.polynomial import chebyshev  # on first use: importing numpy.polynomial costs ~4 ms
 
-    return tuple(chebyshev.cheb2poly(c) for c in (_ERF_A, _ERFC_B, _ERFC_C, _ERFC_D))
+    return tuple(chebyshev.cheb2poly(c) for c in (_ERF_A, _ERFC_B, _ERFC_C))
 
 
 def _horner(coeffs, u):
@@ -68,18 +68,11 @@ def _horner(coeffs, u):
 
 def _erfc_tail(a: np.ndarray) -> np.ndarray:
     """erfc(a) for float64 ``a`` in (1, ERFC_NEGLIGIBLE], to relative double precision."""
-    _, b_poly, c_poly, _ = _erf_polys()
+    _, b_poly, c_poly = _erf_polys()
     e = np.exp(-a * a)
     v = 1 / a
     return np.where(a <= 2.5, e * _horner(b_poly, (2 * a - 3.5) / 1.5),
                     e * _horner(c_poly, (v - 17 / 60) / (7 / 60)) * v)
-
-
-def _erfc_far(a: np.ndarray) -> np.ndarray:
-    """erfc(a) for float64 ``a`` > ERFC_NEGLIGIBLE, to relative double precision until it underflows."""
-    v = 1 / a
-    with np.errstate(under="ignore"):
-        return np.exp(-a * a) * _horner(_erf_polys()[3], 12 * v - 1) * v
 
 
 def _result_dtype(x: np.ndarray) -> np.dtype:
@@ -105,39 +98,46 @@ def erf(x: np.ndarray) -> np.ndarray:
     return y.reshape(x.shape).astype(_result_dtype(x), copy=False)
 
 
-def erfc_abs(z: np.ndarray) -> np.ndarray:
-    """erfc(|z|), computed in float64 from the same series as :func:`erf` (relative error below 1e-13 where
-    erfc is a normal double), returned in z's float dtype. Large negative GELU inputs need erfc itself rather
-    than ``1 - erf``, whose cancellation loses them."""
-    z = np.asarray(z)
-    a = np.abs(z.astype(_F64)).reshape(-1)
-    a_poly = _erf_polys()[0]
-    u = a * a
-    u *= 2
-    u -= 1
-    y = _horner(a_poly, u)
-    y *= a
-    np.subtract(1.0, y, out=y)  # erfc = 1 - erf on [0, 1], where erfc >= 0.157: no cancellation to speak of
-    tail = np.nonzero(a > 1)
-    if tail[0].size:
-        y[tail] = _erfc_tail(np.minimum(a[tail], ERFC_NEGLIGIBLE))
-        far = np.nonzero(a > ERFC_NEGLIGIBLE)
-        if far[0].size:
-            y[far] = _erfc_far(a[far])  # 0 for inf
-    return y.reshape(z.shape).astype(_result_dtype(z), copy=False)
-
-
 # exp(a*a) * erfc(a) = P(a) / Q(a), coefficients in ascending powers of a: W. J. Cody's rational approximation
 # (Math. Comp. 23, 1969) for 0.47 <= a <= 4. Measured against math.erfc it stays within 5e-12 (relative) on all of
-# [0, 6] and within 7e-13 on [4, 6]; all coefficients are positive, so summing the powers loses nothing to
-# cancellation. Too coarse for erf near 0 (there 1 - erfc cancels), it is what the exact-GELU fast path uses
-# (kernels.fast): inside 0.5 * x * (1 + erf) its error stays far below float32 resolution, and one rational
-# evaluates several times faster than the three-range series. tests/test_numerics.py holds it to :func:`erfc_abs`.
+# [0, 6], within 7e-13 on [4, 6], 4e-10 on [6, 10] and 8e-8 beyond (it tends to erfc's asymptote 1 / (a sqrt(pi)));
+# all coefficients are positive, so summing the powers loses nothing to cancellation.
 ERFCX_P = (1.23033935479799725e3, 2.05107837782607147e3, 1.71204761263407058e3, 8.81952221241769090e2,
            2.98635138197400131e2, 6.61191906371416295e1, 8.88314979438837594e0, 5.64188496988670089e-1,
            2.15311535474403846e-8)
 ERFCX_Q = (1.23033935480374942e3, 3.43936767414372164e3, 4.36261909014324716e3, 3.29079923573345963e3,
            1.62138957456669019e3, 5.37181101862009858e2, 1.17693950891312499e2, 1.57449261107098347e1, 1.0)
+
+# per precision: the coefficients highest power first, as 0-d arrays (ufuncs take those fastest)
+_ERFCX_HORNER = {dt: tuple(tuple(np.array(c, dt) for c in coeffs[::-1]) for coeffs in (ERFCX_P, ERFCX_Q))
+                 for dt in (_F32, _F64)}
+# exp(-a*a) is 0 in double from here on (and in float32 long before): clamping keeps inf out of the powers
+_ERFC_ZERO = 27.3
+
+
+def erfc_abs(z: np.ndarray) -> np.ndarray:
+    """erfc(|z|) by the rational above, computed in z's precision (float64 for float64, float32 otherwise, as
+    XNNPACK computes) and returned in z's float dtype. In float64 the relative error is below 5e-12 up to
+    |z| = 6 and 1e-7 beyond; in float32 it is float32 rounding, mostly of exp(-z*z) (below 5e-6 to |z| = 9, where
+    erfc leaves float32's normal range). 0 from 27.3, NaN for NaN. Large negative GELU inputs need erfc itself:
+    ``1 - erf`` would cancel them away."""
+    z = np.asarray(z)
+    dt = _F64 if z.dtype == _F64 else _F32
+    a = np.minimum(np.abs(z.astype(dt)).reshape(-1), dt.type(_ERFC_ZERO))
+    (p0, *p_rest), (q0, *q_rest) = _ERFCX_HORNER[dt]
+    p, q, e = np.full(a.shape, p0, dt), np.full(a.shape, q0, dt), np.multiply(a, a)
+    multiply, add = np.multiply, np.add  # outputs passed positionally: a keyword out= costs more per call
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):  # float32: a**8 of a large a is inf
+        for pc, qc in zip(p_rest, q_rest):
+            multiply(p, a, p)
+            add(p, pc, p)
+            multiply(q, a, q)
+            add(q, qc, q)
+        np.negative(e, e)
+        np.exp(e, e)
+        multiply(e, p, e)
+        np.divide(e, q, e)
+    return e.reshape(z.shape).astype(_result_dtype(z), copy=False)
 
 
 # -- sliding-window geometry ---------------------------------------------------------------------------------
