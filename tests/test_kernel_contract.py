@@ -24,7 +24,8 @@ print(json.dumps({name: [k.fn.__module__, k.fn.__qualname__, k.raw, k.has_fast_p
 
 
 def _contracts_after_importing(module: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", _DUMP, module], capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run([sys.executable, "-c", _DUMP, module], capture_output=True, text=True, timeout=120,
+                          check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

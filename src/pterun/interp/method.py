@@ -44,6 +44,7 @@ MAX_INSTRUCTIONS = 10_000_000
 #: of constants take none and are always folded.
 FOLD_BUDGET = 16 << 20
 
+
 def _physical_memory() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
