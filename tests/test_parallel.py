@@ -258,13 +258,13 @@ def test_portable_products_split_and_match_one_thread(width, monkeypatch, m, bia
     for name, args in cases:
         want = np.zeros((m, 7), np.float32)
         width(1)
-        KERNELS[name].fn.specialize(*args, want)()
+        KERNELS[name].specialize(*args, want)()
         got = np.zeros((m, 7), np.float32)
         width(3)
         calls = []
         real = threads.parallel_for
         monkeypatch.setattr(threads, "parallel_for", lambda n, fn, **kw: (calls.append(n), real(n, fn, **kw)))
-        KERNELS[name].fn.specialize(*args, got)()
+        KERNELS[name].specialize(*args, got)()
         monkeypatch.setattr(threads, "parallel_for", real)
         assert calls == [7 if m == 1 else m], name  # split by columns for one row, else by rows
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
