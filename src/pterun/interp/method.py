@@ -36,8 +36,15 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
 from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
 
-#: Executed-instruction limit for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
+#: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
 MAX_INSTRUCTIONS = 10_000_000
+
+#: A method with jumps may execute at most ``LOOP_BUDGET_FACTOR x its instructions x its largest tensor dim``
+#: instructions (a loop the exporter writes, such as ``map``, runs its body once per row of a tensor), and never
+#: fewer than ``MIN_LOOP_BUDGET`` (a fraction of a second here) nor more than ``MAX_INSTRUCTIONS``: a corrupt
+#: jump that loops forever fails in about a second instead of running for minutes.
+LOOP_BUDGET_FACTOR = 4
+MIN_LOOP_BUDGET = 100_000
 
 #: Operators never computed at load, however constant their inputs: their results are not a function of the
 #: inputs (random draws) or are buffers left for later instructions (``empty``). tests/test_const_fold.py checks
@@ -71,7 +78,7 @@ _EMPTY = np.zeros(0, np.uint8)
 class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, plan: Plan, shared_arenas: dict, external: tuple = ()):
         self.pf = pf
         self.plan = plan
         self.name = plan.name
@@ -93,6 +100,7 @@ class MethodRunner:
         self._folding = self._fold_plan()  # None: nothing is folded
         self.chains = [self._build_chain(c, ci) for ci, c in enumerate(plan.chains)]
         del self._folding
+        self.loop_budget = self._loop_budget()
         self.lock = threading.Lock()
 
     # -- load ----------------------------------------------------------------------------------------------
@@ -120,8 +128,19 @@ class MethodRunner:
             reasons = "; ".join(f"{op}: {KERNELS[op].fn.not_supported}" for op in unsupported)
             raise NotSupportedError(f"{self.where}: uses operator(s) pterun deliberately does not support: {reasons}")
 
+    def _loop_budget(self) -> int:
+        if not any(jumps for jumps, _, _ in self.chains):
+            return 0
+        steps = sum(len(s) for _, s, _ in self.chains)
+        # only tensors backed by real bytes (planned or constant) count: their sizes were checked against memory
+        dims = [max(d.sizes, default=1) for tag, d in self.plan.values
+                if tag == TENSOR and (d.memory_id is not None or d.data_buffer_idx > 0)]
+        return max(MIN_LOOP_BUDGET, LOOP_BUDGET_FACTOR * steps * max(dims, default=1))
+
     def _make_arenas(self, shared: dict) -> list:
-        sizes = self.plan.buffer_sizes
+        # an arena never needs more than the largest offset + size of the tensors placed in it: that is what is
+        # allocated, whatever (larger) size the plan declares, so a corrupt size costs nothing
+        sizes = self.plan.arena_extents
         total = sum(sizes[1:])
         limit = _physical_memory()
         if total > limit:
@@ -130,13 +149,23 @@ class MethodRunner:
         arenas = [_EMPTY]
         for j in range(1, len(sizes)):
             if j == 1:
-                arenas.append(np.zeros(sizes[j], np.uint8))
+                arenas.append(self._allocate(sizes[j], f"memory arena {j}"))
             else:  # memory ids >= 2 hold state shared across a program's methods (share_mutable_buffers)
                 a = shared.get(j)
                 if a is None or len(a) < sizes[j]:
-                    a = shared[j] = np.zeros(sizes[j], np.uint8)
+                    need = max(sizes[j], self.pf.shared_arena_size(j))
+                    a = shared[j] = self._allocate(need, f"shared memory arena {j}")
                 arenas.append(a)
         return arenas
+
+    def _allocate(self, nbytes: int, what: str) -> np.ndarray:
+        if not nbytes:
+            return _EMPTY
+        try:
+            return np.zeros(nbytes, np.uint8)
+        except MemoryError:  # ulimit -v, overcommit off, a small board: the file asks for more than there is
+            raise InvalidProgramError(f"{self.where}: {what} needs {nbytes} bytes, more memory than is available "
+                                      "(corrupt file?)") from None
 
     def _make_value(self, i: int, tag: int, p):
         if tag == TENSOR:
@@ -165,7 +194,7 @@ class MethodRunner:
         else:
             if nbytes > _physical_memory():
                 raise self.fail(f"tensor value {i} needs {nbytes} bytes, more than this machine has (corrupt file?)")
-            storage = np.zeros(nbytes, np.uint8) if nbytes else _EMPTY
+            storage = self._allocate(nbytes, f"unplanned tensor value {i} ({list(d.sizes)})")
         return Tensor(dtype, d.sizes, d.dim_order, storage, dynamic=d.dynamism != STATIC)
 
     def _external_tensor(self, i: int, d: TensorDesc) -> np.ndarray:
@@ -597,13 +626,15 @@ class MethodRunner:
                 else:
                     n = len(steps)
                     count = 0
+                    limit = min(MAX_INSTRUCTIONS, self.loop_budget)
                     while pc < n:
                         nxt = steps[pc]()
                         pc = pc + 1 if nxt is None else nxt
                         count += 1
-                        if count > MAX_INSTRUCTIONS:
-                            raise InvalidProgramError(f"{self.where}: executed more than {MAX_INSTRUCTIONS} "
-                                                      "instructions (infinite loop in the program?)")
+                        if count > limit:
+                            raise InvalidProgramError(
+                                f"{self.where}: executed more than {limit} instructions, the budget of a method "
+                                f"with {n} instructions (infinite loop in the program?)")
             except PterunError as e:
                 if isinstance(e, (InvalidProgramError, KernelError)):
                     raise
