@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS
 from pterun.errors import InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
 from pterun.format import dtypes
@@ -375,8 +376,12 @@ class Program:
             m = self._methods.get(name)
             if m is None:
                 plan = self._plan(name)
-                runner = _guard(MethodRunner, self._pf, plan, self._shared_arenas, self._external,
-                                name=f"{self._pf.name}: method {name!r}")
+                token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
+                try:
+                    runner = _guard(MethodRunner, self._pf, plan, self._shared_arenas, self._external,
+                                    name=f"{self._pf.name}: method {name!r}")
+                finally:
+                    restore(token)
                 m = self._methods[name] = Method(self, runner)
             return m
 
@@ -396,10 +401,7 @@ def _to_host_array(x, i: int) -> np.ndarray:
     what = "DLPack"
     try:
         if hasattr(x, "__dlpack__"):
-            arr = _from_dlpack(x)
-            if arr is None:
-                raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via "
-                                           "DLPack")
+            arr = _from_dlpack(x, i)
         elif hasattr(x, "__array__"):
             what = "__array__"
             arr = np.asarray(x)
@@ -422,22 +424,22 @@ def _to_host_array(x, i: int) -> np.ndarray:
     return arr
 
 
-def _from_dlpack(x):
-    """A host array from a DLPack exporter (a device tensor is copied), or None when it offers no way."""
+def _from_dlpack(x, i: int) -> np.ndarray:
+    """A host array from a DLPack exporter (a device tensor is copied); InvalidArgumentError, with the first
+    refusal chained, when it offers no way."""
     src = x.detach() if hasattr(x, "detach") else x
-    try:
-        return np.from_dlpack(src)
-    except (BufferError, TypeError, ValueError, RuntimeError):
-        pass
-    try:
-        return np.from_dlpack(src, device="cpu", copy=True)
-    except (BufferError, TypeError, ValueError, RuntimeError):
-        pass
+    refusal = None
+    for kwargs in ({}, {"device": "cpu", "copy": True}):
+        try:
+            return np.from_dlpack(src, **kwargs)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            refusal = refusal or e
     if hasattr(src, "get"):  # CuPy and friends
         return np.asarray(src.get())
     if hasattr(src, "cpu"):
         return np.from_dlpack(src.cpu())
-    return None
+    raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack "
+                               f"({type(refusal).__name__}: {refusal})") from refusal
 
 
 def _check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:

@@ -34,6 +34,8 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
                                    INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, OPT_TENSOR_LIST, STATIC,
                                    TAG_NAMES, TENSOR, TENSOR_LIST, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
+from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
+from pterun.interp.checks import check as check_geometry
 from pterun.interp.tensor import Tensor
 
 #: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
@@ -284,6 +286,8 @@ class MethodRunner:
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
+                if name in GEOMETRY_CHECKS:
+                    self._check_geometry(KERNELS[name], b, pc)
                 if self._folding is not None and self._fold(KERNELS[name], b, ci, pc):
                     self.folded.append((ci, pc, name))
                     continue
@@ -498,6 +502,26 @@ class MethodRunner:
                     return False  # read after the instruction without being written in between
         return True
 
+    def _check_geometry(self, kernel, args: tuple, pc: int) -> None:
+        """Arguments fixed at load that drive a kernel's work (padding, windows, sizes) must give exactly the
+        shape of its static out tensors (interp/checks.py); otherwise the program is refused now."""
+        schema = kernel.schema
+        if kernel.raw or len(args) not in (len(schema.args), len(schema.args) + 1):
+            return  # _kernel_step reports the arity
+        self.binder.where = f"{self.where}: instruction {pc} ({kernel.name})"
+        bound, outs = [], []
+        for arg, vi in zip(schema.args, args):
+            is_dyn, v = self.binder.bind(arg, vi)
+            if is_dyn:
+                return  # shapes known only at run time
+            bound.append(v)
+            if arg.mutable:
+                t = self.values[vi]
+                outs.append((t.shape, not t.dynamic) if isinstance(t, Tensor) else ((), False))
+        problem = check_geometry(kernel.name, bound, outs)
+        if problem is not None:
+            raise self.fail(f"instruction {pc} ({kernel.name}): {problem}")
+
     def _kernel_step(self, kernel, args: tuple, pc: int):
         where = f"instruction {pc} ({kernel.name})"
         values = self.values
@@ -646,10 +670,11 @@ class MethodRunner:
         # ``pc`` counts steps; the message names the program's own instruction index
         name, args, pc = info[pc] if pc < len(info) else ("?", (), pc)
         shapes = []
+        inputs = {vi: k for k, vi in enumerate(self.inputs)}  # a bad value the caller gave is named as theirs
         for a in args:
             v = self.values[a] if 0 <= a < len(self.values) else None
             if isinstance(v, Tensor):
-                shapes.append(f"{v.dtype.name}{list(v.shape)}")
+                shapes.append(f"{v.dtype.name}{list(v.shape)}" + (f" = input {inputs[a]}" if a in inputs else ""))
             elif self.tags[a] not in (TENSOR,) and not isinstance(v, tuple):
                 shapes.append(repr(v))
         return KernelError(f"{self.where}: {name} failed at instruction {pc} with inputs ({', '.join(shapes)}): "
