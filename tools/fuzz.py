@@ -152,15 +152,22 @@ def _make_inputs(method, calls: list, rng: random.Random) -> list:
     return out
 
 
+STAGE = ["load"]  # how far the current case got: "load" (program or methods) or "execute"
+
+
 def run_file(target: Target, data: bytes, rng: random.Random) -> int:
     """load -> load_method -> execute every method of ``data`` (in place of ``target``'s file); returns how many
     methods executed. Raises whatever pterun raises."""
     rt = pterun.Runtime.get()
     executed = 0
+    STAGE[0] = "load"
+    if target.kind == "selftest":  # the harness checking itself: what a crash, hang, leak or stray error looks like
+        return _selftest(data)
     if target.kind == "bpte":
         bp = rt.load_bundled_program(data)
         for name in sorted(bp.method_names):
             for idx in range(min(len(bp.test_cases(name)), 2)):
+                STAGE[0] = "execute"
                 bp.run(name, idx)
                 executed += 1
         program = bp.program
@@ -170,9 +177,31 @@ def run_file(target: Target, data: bytes, rng: random.Random) -> int:
         program = rt.load_program(data, data_path=target.companion)
     for name in sorted(program.method_names):
         m = program.load_method(name)
-        m.execute(_make_inputs(m, target.calls, rng))
+        inputs = _make_inputs(m, target.calls, rng)
+        STAGE[0] = "execute"
+        m.execute(inputs)
         executed += 1
     return executed
+
+
+def _selftest(what: bytes) -> int:
+    if what == b"crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif what == b"hang":
+        time.sleep(3600)
+    elif what == b"undocumented":
+        raise KeyError("not from pterun")
+    elif what == b"documented":
+        raise pterun.InvalidProgramError("from pterun")
+    elif what.startswith(b"rss "):
+        block = np.ones(int(what[4:]), np.uint8)  # touched: resident
+        return int(block[-1])
+    return 1
+
+
+def selftest_targets() -> list[Target]:
+    return [Target(w, "selftest", w.encode(), None, []) for w in
+            ("crash", "hang", "undocumented", "documented", "ok", f"rss {300 << 20}")]
 
 
 # -- recording the fields the reader touches ----------------------------------------------------------------------
@@ -304,6 +333,8 @@ def _get(buf, pos: int, size: int) -> int:
 
 
 def mutate(target: Target, cls: str, rng: random.Random) -> bytes:
+    if target.kind == "selftest":
+        return target.data
     data = bytearray(target.data)
     n = len(data)
     if cls == "field" and target.fields:
@@ -387,8 +418,11 @@ def _vm_size() -> int:
     return 0
 
 
-def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int) -> None:
+def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int, rss_limit: int) -> None:
     """Child: run ``cases`` in order, reporting 'S i' before and 'D i class outcome rss detail' after each."""
+    import faulthandler
+
+    faulthandler.disable()  # a crash is counted by the parent, not dumped by the child
     if as_cap:
         resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + as_cap, resource.RLIM_INFINITY))
     out = os.fdopen(fd, "w", buffering=1)
@@ -396,8 +430,8 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int)
         out.write(f"S {i}\n")
         cls, outcome, detail = run_case(seed, i, targets, classes)
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        out.write(f"D {i} {cls} {outcome} {rss} {json.dumps(detail)}\n")
-        if rss > GIB:
+        out.write(f"D {i} {cls} {outcome} {rss} {STAGE[0]} {json.dumps(detail)}\n")
+        if rss > rss_limit:
             break  # the parent counts it and starts a fresh worker
     out.close()
     os._exit(0)
@@ -405,15 +439,15 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int)
 
 class Campaign:
     def __init__(self, targets, seed, n_cases, workers=1, hang_s=5.0, as_cap=2 * GIB, classes=CLASSES,
-                 first=0, quiet=True):
+                 first=0, rss_limit=GIB):
         self.targets, self.seed, self.workers, self.hang_s, self.as_cap = targets, seed, workers, hang_s, as_cap
+        self.rss_limit = rss_limit
         self.classes = classes
         self.todo = list(range(first, first + n_cases))
         self.stats = {c: Counter() for c in classes}
         self.details: Counter = Counter()
         self.findings: list[str] = []
         self.max_rss = 0
-        self.quiet = quiet
 
     def _spawn(self, cases):
         r, w = os.pipe()
@@ -421,7 +455,7 @@ class Campaign:
         if pid == 0:
             os.close(r)
             try:
-                _worker(w, self.seed, cases, self.targets, self.classes, self.as_cap)
+                _worker(w, self.seed, cases, self.targets, self.classes, self.as_cap, self.rss_limit)
             finally:
                 os._exit(70)
         os.close(w)
@@ -464,13 +498,15 @@ class Campaign:
     def _lines(self, wk) -> None:
         *lines, wk["buf"] = wk["buf"].split(b"\n")
         for line in lines:
-            parts = line.decode().split(" ", 5)
+            parts = line.decode().split(" ", 6)
             if parts[0] == "S":
                 wk["current"], wk["since"] = int(parts[1]), time.monotonic()
             else:
-                i, cls, outcome, rss, detail = int(parts[1]), parts[2], parts[3], int(parts[4]), json.loads(parts[5])
+                i, cls, outcome, rss, detail = int(parts[1]), parts[2], parts[3], int(parts[4]), json.loads(parts[6])
+                if parts[5] == "execute":
+                    self.stats[cls]["executed"] += 1
                 self.max_rss = max(self.max_rss, rss)
-                if rss > GIB:
+                if rss > self.rss_limit:
                     outcome, detail = "memory", f"worker RSS {rss >> 20} MiB after the case"
                 self._finish(i, cls, outcome, detail)
                 wk["current"] = None
@@ -504,9 +540,10 @@ class Campaign:
     def report(self, out=sys.stdout, wall: float | None = None) -> None:
         for cls in self.classes:
             s = self.stats[cls]
-            out.write(f"{cls:9s} {s['cases']:8d} cases: {s['ok']} ran, {s['error']} documented errors, "
+            out.write(f"{cls:9s} {s['cases']:8d} cases: {s['ok']} ran, {s['executed']} reached execute, "
+                      f"{s['error']} documented errors, "
                       f"{s['crash']} crashes, {s['hang']} hangs, {s['undocumented']} undocumented, "
-                      f"{s['memory']} over 1 GiB\n")
+                      f"{s['memory']} over {self.rss_limit >> 20} MiB\n")
         t = self.totals()
         errors = Counter()
         for (_, outcome, name), v in self.details.items():
@@ -518,7 +555,7 @@ class Campaign:
             out.write(f"FINDING  {f}\n")
         extra = f" in {wall:.0f} s" if wall is not None else ""
         out.write(f"rss      max {self.max_rss / (1 << 20):.0f} MiB in a worker{extra}; {t['memory']} cases over "
-                  f"1 GiB\n")
+                  f"{self.rss_limit >> 20} MiB\n")
         out.write(f"fuzz: {t['cases']} cases, {t['crash']} crashes, {t['hang']} hangs, {t['undocumented']} "
                   "undocumented\n")
 
