@@ -267,3 +267,65 @@ def test_geometry_limits_are_far_above_real_models():
         g = P.read_graph(pf.delegate_blob(d), pf.named)
         assert max(math.prod(v.dims) for v in g.values.values()) < MAX_GEOMETRY
         assert np.all([n.fields.get("kernel_height", 1) < 64 for n in g.nodes])
+
+
+# -- portable kernels: arguments that drive work must give the out tensor's static shape ----------------------
+def test_a_corrupt_convolution_padding_is_refused_at_load():
+    t = recorded("cnn")
+    refused = []
+    for pos, _ in positions(t, "EValue payload", 4, "q"):  # every Int value of the program
+        try:
+            load(patched(t.data, pos, "<q", 1 << 20))
+        except InvalidProgramError as e:
+            if "(aten::convolution.out): " in str(e):
+                refused.append(str(e))
+    assert refused
+    # a corrupt padding or stride gives another output shape; a corrupt dilation a window that cannot fit
+    shape = (r"its arguments give an output of shape \[\d+, \d+, \d+(, \d+)?\], but the program's out tensor has shape "
+             r"\[\d+, \d+, \d+(, \d+)?\]")  # cnn.pte has 2-d and 1-d convolutions
+    window = r"window 3 \(dilated to 2097153\) does not fit the input size \d+ padded by \d on each side"
+    assert all(re.search(rf"^<bytes>: method 'forward': instruction \d+ \(aten::convolution\.out\): ({shape}|{window})$",
+                         m) for m in refused), refused
+    assert any(re.search(shape, m) for m in refused) and any(re.search(window, m) for m in refused)
+
+
+from pterun.interp import checks  # noqa: E402
+
+
+@pytest.mark.parametrize("name,args,outs,problem", [
+    ("aten::max_pool2d_with_indices.out", (np.zeros((1, 3, 8, 8)), (2, 2), (), (0, 0), (1, 1), False, None, None),
+     [((1, 3, 4, 4), True)] * 2, None),
+    ("aten::max_pool2d_with_indices.out", (np.zeros((1, 3, 8, 8)), (1 << 31, 2), (), (0, 0), (1, 1), False, None,
+                                           None), [((1, 3, 4, 4), True)] * 2,
+     r"window 2147483648 \(dilated to 2147483648\) does not fit the input size 8 padded by 0 on each side"),
+    ("aten::max_pool2d_with_indices.out", (np.zeros((1, 3, 8, 8)), (2, 2), (), (5, 0), (1, 1), False, None, None),
+     [((1, 3, 4, 4), True)] * 2, r"padding \[5, 0\] must be between 0 and half the kernel_size \[2, 2\]"),
+    ("aten::avg_pool2d.out", (np.zeros((1, 3, 8, 8)), (3, 3), (0,), (1,), False, True, None, None),
+     [((1, 3, 8, 8), True)], r"stride \[0, 0\] must be positive"),
+    ("aten::convolution.out", (np.zeros((1, 3, 8, 8)), np.zeros((4, 3, 3, 3)), None, (1, 1), (1, 1), (1, 1), False,
+                               (0, 0), 1, None), [((1, 4, 8, 8), True)], None),
+    ("aten::convolution.out", (np.zeros((1, 3, 8, 8)), np.zeros((4, 3, 3, 3)), None, (1, 1), (1 << 20, 1), (1, 1),
+                               False, (0, 0), 1, None), [((1, 4, 8, 8), True)],
+     r"its arguments give an output of shape \[1, 4, 2097158, 8\], but the program's out tensor has shape "
+     r"\[1, 4, 8, 8\]"),
+    ("aten::convolution.out", (np.zeros((1, 4, 5, 5)), np.zeros((4, 2, 3, 3)), None, (2, 2), (1, 1), (1, 1), True,
+                               (1, 1), 1, None), [((1, 2, 10, 10), True)], None),  # transposed: (5-1)*2-2+2+1+1
+    ("aten::convolution.out", (np.zeros((1, 3, 8, 8)), np.zeros((4, 3, 3, 3)), None, (1, 1), (1, 1), (1, 1), False,
+                               (0, 0), 1, None), [((1, 4, 9, 9), False)], None),  # a dynamic out: run-time check
+    ("aten::full.out", ((2, 1 << 30), 1.0, None), [((2, 3), True)],
+     r"its arguments give an output of shape \[2, 1073741824\]"),
+    ("aten::arange.start_out", (0, 10, 0, None), [((10,), True)], r"step is 0"),
+    ("aten::arange.start_out", (0, 1e300, 1, None), [((10,), True)], r"output of shape \[1\d{300}\], but"),
+    ("aten::upsample_nearest2d.vec_out", (np.zeros((1, 3, 4, 4)), None, (2.0, 2.0), None), [((1, 3, 8, 8), True)],
+     None),
+    ("aten::upsample_nearest2d.vec_out", (np.zeros((1, 3, 4, 4)), None, (float("inf"), 2.0), None),
+     [((1, 3, 8, 8), True)], r"scale_factors \[inf, 2.0\] must be positive and finite"),
+    ("aten::constant_pad_nd.out", (np.zeros((2, 3)), (1, 1 << 40), 0, None), [((2, 5), True)],
+     r"output of shape \[2, 1099511627780\]"),
+])
+def test_portable_geometry_checks(name, args, outs, problem):
+    got = checks.check(name, list(args), outs)
+    if problem is None:
+        assert got is None
+    else:
+        assert got is not None and re.search(problem, got), got

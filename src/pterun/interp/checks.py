@@ -37,7 +37,8 @@ def _window(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
     eff = (k - 1) * d + 1
     num = size + 2 * p - eff
     if num < 0:
-        raise ValueError(f"window {k} (dilated to {eff}) does not fit the input size {size} padded by {p}")
+        raise ValueError(f"window {k} (dilated to {eff}) does not fit the input size {size} padded by {p} on each "
+                         "side")
     out = (-(-num // s) if ceil_mode else num // s) + 1
     if ceil_mode and (out - 1) * s >= size + p:
         out -= 1
