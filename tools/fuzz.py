@@ -48,6 +48,7 @@ import struct  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
+import warnings  # noqa: E402
 from collections import Counter  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -431,9 +432,12 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
     out = os.fdopen(fd, "w", buffering=1)
     for i in cases:
         out.write(f"S {i}\n")
-        cls, outcome, detail = run_case(seed, i, targets, classes)
+        with warnings.catch_warnings(record=True) as caught:  # a library should not warn: counted, not shown
+            warnings.simplefilter("always")
+            cls, outcome, detail = run_case(seed, i, targets, classes)
+        warned = ",".join(sorted({w.category.__name__ for w in caught})) or "-"
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        out.write(f"D {i} {cls} {outcome} {rss} {STAGE[0]} {json.dumps(detail)}\n")
+        out.write(f"D {i} {cls} {outcome} {rss} {STAGE[0]} {warned} {json.dumps(detail)}\n")
         if rss > rss_limit:
             break  # the parent counts it and starts a fresh worker
     out.close()
@@ -451,6 +455,7 @@ class Campaign:
         self.details: Counter = Counter()
         self.findings: list[str] = []
         self.max_rss = 0
+        self.warnings: Counter = Counter()  # Python warnings that escaped pterun, by category
 
     def _spawn(self, cases):
         r, w = os.pipe()
@@ -501,13 +506,16 @@ class Campaign:
     def _lines(self, wk) -> None:
         *lines, wk["buf"] = wk["buf"].split(b"\n")
         for line in lines:
-            parts = line.decode().split(" ", 6)
+            parts = line.decode().split(" ", 7)
             if parts[0] == "S":
                 wk["current"], wk["since"] = int(parts[1]), time.monotonic()
             else:
-                i, cls, outcome, rss, detail = int(parts[1]), parts[2], parts[3], int(parts[4]), json.loads(parts[6])
+                i, cls, outcome, rss, detail = int(parts[1]), parts[2], parts[3], int(parts[4]), json.loads(parts[7])
                 if parts[5] == "execute":
                     self.stats[cls]["executed"] += 1
+                if parts[6] != "-":
+                    self.stats[cls]["warned"] += 1
+                    self.warnings.update(parts[6].split(","))
                 self.max_rss = max(self.max_rss, rss)
                 if rss > self.rss_limit:
                     outcome, detail = "memory", f"worker RSS {rss >> 20} MiB after the case"
@@ -546,7 +554,7 @@ class Campaign:
             out.write(f"{cls:9s} {s['cases']:8d} cases: {s['ok']} ran, {s['executed']} reached execute, "
                       f"{s['error']} documented errors, "
                       f"{s['crash']} crashes, {s['hang']} hangs, {s['undocumented']} undocumented, "
-                      f"{s['memory']} over {self.rss_limit >> 20} MiB\n")
+                      f"{s['memory']} over {_size(self.rss_limit)}\n")
         t = self.totals()
         errors = Counter()
         for (_, outcome, name), v in self.details.items():
@@ -554,13 +562,20 @@ class Campaign:
                 errors[name] += v
         top = ", ".join(f"{name} {v}" for name, v in errors.most_common())
         out.write(f"errors   {top}\n")
+        warned = sum(s["warned"] for s in self.stats.values())
+        out.write(f"warnings {warned} cases let a Python warning escape"
+                  + (f" ({', '.join(f'{k} {v}' for k, v in self.warnings.most_common())})\n" if warned else "\n"))
         for f in self.findings[:20]:
             out.write(f"FINDING  {f}\n")
         extra = f" in {wall:.0f} s" if wall is not None else ""
         out.write(f"rss      max {self.max_rss / (1 << 20):.0f} MiB in a worker{extra}; {t['memory']} cases over "
-                  f"{self.rss_limit >> 20} MiB\n")
+                  f"{_size(self.rss_limit)}\n")
         out.write(f"fuzz: {t['cases']} cases, {t['crash']} crashes, {t['hang']} hangs, {t['undocumented']} "
                   "undocumented\n")
+
+
+def _size(n: int) -> str:
+    return f"{n / GIB:g} GiB" if n % GIB == 0 else f"{n >> 20} MiB"
 
 
 def prepare(names=None) -> list[Target]:
