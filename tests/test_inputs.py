@@ -304,3 +304,14 @@ def test_nan_and_inf_inputs_are_numbers_not_errors(mlp):
     x[0] = np.inf
     out = mlp.execute([x])[0]
     assert out.shape == (4, 10) and out.dtype == np.float32
+
+
+def test_an_object_whose_attribute_lookup_raises(mlp):
+    class Weird:
+        def __getattr__(self, name):
+            raise KeyError(name)
+
+    with pytest.raises(InvalidArgumentError, match=r"^input 0: converting the Weird through its attributes failed: "
+                                                   r"KeyError: '__dlpack__'$") as info:
+        mlp.execute([Weird()])
+    assert isinstance(info.value.__cause__, KeyError)

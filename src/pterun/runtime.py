@@ -398,9 +398,10 @@ def _to_host_array(x, i: int) -> np.ndarray:
     if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
         raise InvalidArgumentError(f"input {i}: expected a tensor (a NumPy array or DLPack/buffer object), "
                                    f"got {type(x).__name__} {x!r}")
-    what = "DLPack"
+    what = "its attributes"  # even hasattr() runs the object's own __getattr__
     try:
         if hasattr(x, "__dlpack__"):
+            what = "DLPack"
             arr = _from_dlpack(x, i)
         elif hasattr(x, "__array__"):
             what = "__array__"
