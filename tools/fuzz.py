@@ -434,10 +434,12 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
         out.write(f"S {i}\n")
         with warnings.catch_warnings(record=True) as caught:  # a library should not warn: counted, not shown
             warnings.simplefilter("always")
+            t0 = time.perf_counter()
             cls, outcome, detail = run_case(seed, i, targets, classes)
+            took = time.perf_counter() - t0
         warned = ",".join(sorted({w.category.__name__ for w in caught})) or "-"
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        out.write(f"D {i} {cls} {outcome} {rss} {STAGE[0]} {warned} {json.dumps(detail)}\n")
+        out.write(f"D {i} {cls} {outcome} {rss} {STAGE[0]} {warned}/{took:.4f} {json.dumps(detail)}\n")
         if rss > rss_limit:
             break  # the parent counts it and starts a fresh worker
     out.close()
@@ -455,6 +457,7 @@ class Campaign:
         self.details: Counter = Counter()
         self.findings: list[str] = []
         self.max_rss = 0
+        self.slowest = (0.0, -1)  # (seconds, case) of the slowest case that finished
         self.warnings: Counter = Counter()  # Python warnings that escaped pterun, by category
 
     def _spawn(self, cases):
@@ -513,13 +516,17 @@ class Campaign:
                 i, cls, outcome, rss, detail = int(parts[1]), parts[2], parts[3], int(parts[4]), json.loads(parts[7])
                 if parts[5] == "execute":
                     self.stats[cls]["executed"] += 1
-                if parts[6] != "-":
+                warned = parts[6].split("/")[0]
+                if warned != "-":
                     self.stats[cls]["warned"] += 1
-                    self.warnings.update(parts[6].split(","))
+                    self.warnings.update(warned.split(","))
                 self.max_rss = max(self.max_rss, rss)
                 if rss > self.rss_limit:
                     outcome, detail = "memory", f"worker RSS {rss >> 20} MiB after the case"
                 self._finish(i, cls, outcome, detail)
+                took = float(parts[6].split("/")[1])
+                if took > self.slowest[0]:
+                    self.slowest = (took, i)
                 wk["current"] = None
                 wk["pos"] = wk["cases"].index(i) + 1
 
@@ -568,6 +575,8 @@ class Campaign:
         for f in self.findings[:20]:
             out.write(f"FINDING  {f}\n")
         extra = f" in {wall:.0f} s" if wall is not None else ""
+        took, which = self.slowest
+        out.write(f"slowest  case {which}: {took:.2f} s (limit {self.hang_s:g} s)\n")
         out.write(f"rss      max {self.max_rss / (1 << 20):.0f} MiB in a worker{extra}; {t['memory']} cases over "
                   f"{_size(self.rss_limit)}\n")
         out.write(f"fuzz: {t['cases']} cases, {t['crash']} crashes, {t['hang']} hangs, {t['undocumented']} "
