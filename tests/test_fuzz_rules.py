@@ -234,9 +234,10 @@ def test_an_enlarged_graph_input_is_refused_before_it_drives_work(cnn_graph):
 
 def test_geometry_that_would_grow_a_value_past_the_program_is_refused(cnn_graph):
     # padding within MAX_GEOMETRY, window fits: the output would still be millions of times the graph's values
-    graph, k = _with(cnn_graph, "MaxPooling2d", padding_top=1 << 23, padding_bottom=1 << 23)
+    graph, k = _with(cnn_graph, "MaxPooling2d", padding_top=1 << 12, padding_bottom=1 << 12, pooling_height=1,
+                     pooling_width=1, stride_height=1, stride_width=1)
     with pytest.raises(DelegateError, match=rf"^XNNPACK payload: node {k} \(XNNMaxPooling2d\): output_id value \d+ "
-                                            r"\(fp32 \[.*\]\) would get dims \[1, 8388\d+, \d+, \d+\] \(pooling of "
+                                            r"\(fp32 \[.*\]\) would get dims \[1, 8\d{3}, \d+, \d+\] \(pooling of "
                                             r"input .*\): \d+ elements, more than the \d+ this graph allows "
                                             rf"\({GROWTH_LIMIT} x its largest declared value\)$"):
         validate(graph)
@@ -329,3 +330,14 @@ def test_portable_geometry_checks(name, args, outs, problem):
         assert got is None
     else:
         assert got is not None and re.search(problem, got), got
+
+
+def test_a_huge_window_over_a_huge_padding_is_refused(cnn_graph):
+    # every field within MAX_GEOMETRY, the window fits and the output is a single pixel: the work is not
+    graph, k = _with(cnn_graph, "MaxPooling2d", pooling_height=1 << 12, pooling_width=1 << 12,
+                     padding_top=1 << 11, padding_bottom=1 << 11, padding_left=1 << 11, padding_right=1 << 11,
+                     stride_height=1 << 12, stride_width=1 << 12)
+    with pytest.raises(DelegateError, match=rf"^XNNPACK payload: node {k} \(XNNMaxPooling2d\): window 4096x4096 over "
+                                            r"an output of \[1, 1, 1, \d+\] is \d+ multiply-adds per channel, more than "
+                                            r"the \d+ this graph allows$"):
+        validate(graph)

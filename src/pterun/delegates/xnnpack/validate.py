@@ -42,8 +42,8 @@ _BINARY = frozenset({"Add", "Subtract", "Multiply", "Div", "Minimum", "Maximum"}
 class _Node:
     """One node under check: its fields, the dims of the values it names (as propagated), and what it makes."""
 
-    def __init__(self, graph, node, shapes: dict):
-        self.graph, self.node, self.shapes = graph, node, shapes
+    def __init__(self, graph, node, shapes: dict, work_limit: int = 1 << 62):
+        self.graph, self.node, self.shapes, self.work_limit = graph, node, shapes, work_limit
         self.made: dict[str, tuple] = {}  # output field -> dims this node gives it
 
     def fail(self, what: str) -> DelegateError:
@@ -109,6 +109,15 @@ def _window(n: _Node, x: int, pad_a: int, pad_b: int, k: int, stride: int, dil: 
     return (padded - span) // stride + 1
 
 
+def _bounded_work(n: _Node, out: tuple, kh: int, kw: int) -> None:
+    """A window op computes every output element from kh x kw taps: that work stays proportional to the graph
+    (GROWTH_LIMIT^2 x its largest declared value), so a huge window over a huge padding cannot run for hours."""
+    work = math.prod(out) * kh * kw
+    if work > n.work_limit:
+        raise n.fail(f"window {kh}x{kw} over an output of {list(out)} is {work} multiply-adds per channel, more "
+                     f"than the {n.work_limit} this graph allows")
+
+
 def _check_window(n: _Node, kind: str, in_field: str, out_field: str, khf: str, kwf: str, stride_fields,
                   dil_fields, out_channels) -> None:
     node = n.node
@@ -120,12 +129,17 @@ def _check_window(n: _Node, kind: str, in_field: str, out_field: str, khf: str, 
     if x is None:
         return
     N, H, W, C = x
-    if node.flags & _FLAG_SAME:
+    if node.flags & _FLAG_SAME:  # TensorFlow SAME: the padding follows the input, the window must not dwarf it
+        for k, d, size, f in ((kh, dh, H, khf), (kw, dw, W, kwf)):
+            if (k - 1) * d + 1 > 2 * size + 1:
+                raise n.fail(f"{f} {k} (dilated to {(k - 1) * d + 1}) is more than twice the input's {size} (SAME "
+                             "padding)")
         oh, ow = -(-H // sh), -(-W // sw)
     else:
         oh = _window(n, H, pt, pb, kh, sh, dh, "height", khf)
         ow = _window(n, W, pl, pr, kw, sw, dw, "width", kwf)
     oc = C if out_channels is None else out_channels
+    _bounded_work(n, (N, oh, ow, oc), kh, kw)
     n.expect(out_field, (N, oh, ow, oc), f"{kind} of input {list(x)} with window {kh}x{kw}, stride {sh}x{sw}, "
                                          f"dilation {dh}x{dw}, padding {[pt, pr, pb, pl]}")
 
@@ -160,6 +174,7 @@ def _conv(n: _Node) -> None:
         ow = sw * (W - 1) + aw + (kw - 1) * dw + 1 - pl - pr
         if oh < 1 or ow < 1:
             raise n.fail(f"padding {[pt, pr, pb, pl]} leaves an empty {oh}x{ow} output")
+        _bounded_work(n, (N, oh, ow, oc), kh, kw)
         n.expect("output_id", (N, oh, ow, oc), f"transposed convolution of input {list(x)}, kernel {kh}x{kw}, "
                                                f"stride {sh}x{sw}")
         return
@@ -345,7 +360,7 @@ def validate(graph):
         check = _CHECKS.get(node.name)
         if check is None:
             continue
-        n = _Node(graph, node, shapes)
+        n = _Node(graph, node, shapes, GROWTH_LIMIT * limit)
         check(n)
         for field, dims in n.made.items():
             vid = getattr(node, field)
