@@ -448,9 +448,11 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
 
 class Campaign:
     def __init__(self, targets, seed, n_cases, workers=1, hang_s=5.0, as_cap=2 * GIB, classes=CLASSES,
-                 first=0, rss_limit=GIB):
+                 first=0, rss_limit=GIB, progress=0):
         self.targets, self.seed, self.workers, self.hang_s, self.as_cap = targets, seed, workers, hang_s, as_cap
         self.rss_limit = rss_limit
+        self.progress = progress  # print a line to stderr every this many cases (0: never)
+        self.done = 0
         self.classes = classes
         self.todo = list(range(first, first + n_cases))
         self.stats = {c: Counter() for c in classes}
@@ -480,6 +482,14 @@ class Campaign:
         if outcome in ("crash", "hang", "undocumented", "memory"):
             target, _, _ = case_plan(self.seed, i, self.targets, self.classes)
             self.findings.append(f"case {i} ({cls}, {target.name}): {outcome} {detail}")
+            if self.progress:
+                print(f"FINDING  {self.findings[-1]}", file=sys.stderr, flush=True)
+        self.done += 1
+        if self.progress and self.done % self.progress == 0:
+            t = self.totals()
+            print(f"progress {self.done} cases, {t['crash']} crashes, {t['hang']} hangs, {t['undocumented']} "
+                  f"undocumented, {t['memory']} memory, max RSS {self.max_rss >> 20} MiB, slowest "
+                  f"{self.slowest[0]:.2f} s", file=sys.stderr, flush=True)
 
     def run(self) -> "Campaign":
         queues = [self.todo[w :: self.workers] for w in range(self.workers)]
@@ -604,6 +614,7 @@ def main(argv=None) -> int:
     ap.add_argument("--as-cap-gib", type=float, default=2.0, help="address space each worker may add")
     ap.add_argument("--fixtures", default="", help="comma-separated fixture names (default: all)")
     ap.add_argument("--classes", default=",".join(CLASSES))
+    ap.add_argument("--progress", type=int, default=10_000, help="a progress line on stderr every N cases (0: none)")
     ap.add_argument("--case", type=int, default=None, help="replay one case in this process, with its traceback")
     ap.add_argument("--save", default="", help="with --case: write the mutated file here")
     ap.add_argument("--trace-after", type=float, default=0, help="with --case: dump the stack and exit after this "
@@ -638,7 +649,7 @@ def main(argv=None) -> int:
     print(f"targets  {len(targets)} files, {fields} recorded fields, "
           f"{sum(len(t.semantic) for t in targets)} value fields", flush=True)
     c = Campaign(targets, args.seed, args.cases, args.workers, args.hang_s, int(args.as_cap_gib * GIB), classes,
-                 args.first).run()
+                 args.first, progress=args.progress).run()
     c.report(wall=time.monotonic() - t0)
     t = c.totals()
     return 1 if t["crash"] or t["hang"] or t["undocumented"] or t["memory"] else 0
