@@ -427,6 +427,9 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
     import faulthandler
 
     faulthandler.disable()  # a crash is counted by the parent, not dumped by the child
+    from pterun.threads import set_num_threads
+
+    set_num_threads(1)  # one thread per worker, BLAS included, whatever the forking process had set
     if as_cap:
         resource.setrlimit(resource.RLIMIT_AS, (_vm_size() + as_cap, resource.RLIM_INFINITY))
     out = os.fdopen(fd, "w", buffering=1)
