@@ -285,8 +285,8 @@ def test_a_corrupt_convolution_padding_is_refused_at_load():
     shape = (r"its arguments give an output of shape \[\d+, \d+, \d+(, \d+)?\], but the program's out tensor has shape "
              r"\[\d+, \d+, \d+(, \d+)?\]")  # cnn.pte has 2-d and 1-d convolutions
     window = r"window 3 \(dilated to 2097153\) does not fit the input size \d+ padded by \d on each side"
-    assert all(re.search(rf"^<bytes>: method 'forward': instruction \d+ \(aten::convolution\.out\): ({shape}|{window})$",
-                         m) for m in refused), refused
+    conv = r"^<bytes>: method 'forward': instruction \d+ \(aten::convolution\.out\): "
+    assert all(re.search(rf"{conv}({shape}|{window})$", m) for m in refused), refused
     assert any(re.search(shape, m) for m in refused) and any(re.search(window, m) for m in refused)
 
 
@@ -338,6 +338,6 @@ def test_a_huge_window_over_a_huge_padding_is_refused(cnn_graph):
                      padding_top=1 << 11, padding_bottom=1 << 11, padding_left=1 << 11, padding_right=1 << 11,
                      stride_height=1 << 12, stride_width=1 << 12)
     with pytest.raises(DelegateError, match=rf"^XNNPACK payload: node {k} \(XNNMaxPooling2d\): window 4096x4096 over "
-                                            r"an output of \[1, 1, 1, \d+\] is \d+ multiply-adds per channel, more than "
-                                            r"the \d+ this graph allows$"):
+                                            r"an output of \[1, 1, 1, \d+\] is \d+ multiply-adds per channel, more "
+                                            r"than the \d+ this graph allows$"):
         validate(graph)

@@ -256,7 +256,8 @@ def test_zero_d_and_empty_inputs(mlp):
 
 
 @pytest.mark.parametrize("value,shown", [(1, "int 1"), (True, "bool True"), (None, "NoneType None"),
-                                         (1 + 2j, r"complex \(1\+2j\)"), (np.float32(2.0), r"float32 (np\.float32\()?2\.0"),
+                                         (1 + 2j, r"complex \(1\+2j\)"),
+                                         (np.float32(2.0), r"float32 (np\.float32\()?2\.0"),
                                          (np.int64(3), r"int64 (np\.int64\()?3")])
 def test_python_and_numpy_scalars_for_a_tensor_input(mlp, value, shown):
     with pytest.raises(InvalidArgumentError, match=rf"^input 0: expected a tensor \(a NumPy array or DLPack/buffer "

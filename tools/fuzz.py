@@ -318,7 +318,8 @@ _CODES = {1: "B", 2: "H", 4: "I", 8: "Q"}
 def _boundary(rng: random.Random, size: int, old: int) -> int:
     bits = 8 * size
     mask = (1 << bits) - 1
-    choices = [0, 1, mask, mask >> 1, 1 << (bits - 1), old + 1, old - 1, old * 2, old + 16, old ^ (1 << rng.randrange(bits)),
+    choices = [0, 1, mask, mask >> 1, 1 << (bits - 1), old + 1, old - 1, old * 2, old + 16,
+               old ^ (1 << rng.randrange(bits)),
                rng.getrandbits(bits)]
     if bits > 16:
         choices += [1 << 31, (1 << 31) - 1, 1 << 16, 65535, 0x10000000]
