@@ -17,8 +17,9 @@ Cases run in forked worker processes (``--workers``) with an address-space cap (
 is a crash, a case that takes more than ``--hang-s`` seconds is a hang (the worker is killed), a case that leaves
 the worker above 1 GiB of RSS is a memory blow-up, and any exception that is not a ``pterun.errors.PterunError``
 is undocumented. Case ``i`` of seed ``s`` is the same mutation whatever the worker count, so any finding is
-reproduced with ``--case i``. One line per class, then exactly ``fuzz: N cases, C crashes, H hangs, U
-undocumented``; the exit status is 1 when any of those three (or a memory blow-up) is not zero.
+reproduced with ``--case i``. One line per class, then the documented errors by class, the Python warnings that
+escaped (reported, not failures), the slowest case and the largest worker RSS, then exactly ``fuzz: N cases, C
+crashes, H hangs, U undocumented``; the exit status is 1 when any of those three (or a memory blow-up) is not zero.
 
 Usage::
 
