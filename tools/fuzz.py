@@ -512,6 +512,8 @@ class Campaign:
                         continue
                     self._ended(wk, live)
                 elif wk["current"] is not None and now - wk["since"] > self.hang_s:
+                    if select.select([wk["fd"]], [], [], 0)[0]:
+                        continue  # it answered while this (starved) parent was not looking: read it first
                     os.kill(wk["pid"], signal.SIGKILL)
                     os.waitpid(wk["pid"], 0)
                     os.close(wk["fd"])
