@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import os
 
-# one thread everywhere: workers are forked, and the machine is shared (set before NumPy is imported)
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PTERUN_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+if __name__ == "__main__":  # one thread everywhere: workers are forked, the machine shared (before NumPy loads)
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PTERUN_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
