@@ -63,6 +63,17 @@ def test_an_input_or_output_that_is_a_constant_is_refused_at_load(which, slot):
         Runtime.get().load_program(bad)
 
 
+def test_an_input_that_is_a_list_is_refused_at_load():
+    # found by the long campaign (case 177216 of seed 14): an input index moved onto an IntList value
+    t = recorded("mlp")
+    plan = Runtime.get().load_program(t.data)._pf.plan(0)
+    ints = next(i for i, (tag, _) in enumerate(plan.values) if tag == 7)  # IntList
+    (pos, _), = positions(t, "ExecutionPlan", 10, "i", role="elem")
+    with pytest.raises(InvalidProgramError, match=rf"method 'forward': input 0 \(value {ints}\) is of type IntList; a "
+                                                  r"method input must be a Tensor, Int, Double, Bool, String or None$"):
+        Runtime.get().load_program(patched(t.data, pos, "<i", ints))
+
+
 # -- 2. memory sizes ------------------------------------------------------------------------------------------
 def test_a_corrupt_arena_size_costs_nothing():
     t = recorded("mlp")

@@ -39,6 +39,7 @@ DYNAMISM_NAMES = {STATIC: "static", DYNAMIC_BOUND: "dynamic (bounded)", DYNAMIC_
 SEGMENT, EXTERNAL = 0, 1
 
 MAX_RANK = 16
+_INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a caller can pass (Method::set_input)
 _MIN_HEAD_BYTES = 64
 
 
@@ -379,6 +380,11 @@ class _PlanReader:
     def validate_io(self, plan: Plan) -> None:
         """A method input is copied into and an output written by the method: neither may be a constant of the
         program (read-only file data), which ExecuTorch rejects too."""
+        for k, i in enumerate(plan.inputs):
+            tag = plan.values[i][0]
+            if tag not in _INPUT_TAGS:
+                raise self.fail(f"input {k} (value {i}) is of type {TAG_NAMES.get(tag, tag)}; a method input must be a "
+                                "Tensor, Int, Double, Bool, String or None")
         for kind, idxs in (("input", plan.inputs), ("output", plan.outputs)):
             for k, i in enumerate(idxs):
                 tag, d = plan.values[i]
