@@ -20,8 +20,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError
+from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
@@ -201,9 +202,9 @@ class Runtime:
         else:
             out = _default_tensor_output()
         buf, name, keepalive = _open(data)
-        pf = read_program(buf, name)
+        pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
-            _guard(pf.verify_all)
+            _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
 
@@ -219,7 +220,7 @@ class Runtime:
         from pterun.format.bundled import read_bundled
 
         buf, name, keepalive = _open(data, what="bundled program")
-        bf = read_bundled(buf, name)
+        bf = _guard(read_bundled, buf, name, name=name)
         program = self.load_program(bf.program, data_path=data_path, verification=verification,
                                     tensor_output=tensor_output, engine=engine)
         program._pf.name = f"{name} (embedded program)"
@@ -227,12 +228,16 @@ class Runtime:
         return BundledProgram(bf, program)
 
 
-def _guard(fn, *args):
-    """Run a parsing step; a low-level error from a corrupt file becomes InvalidProgramError."""
+def _guard(fn, *args, name: str = "program"):
+    """Run a load step; a low-level error from a corrupt file becomes InvalidProgramError, and so does running
+    out of memory (a corrupt size under ``ulimit -v`` or with overcommit off): the message says how much."""
     try:
         return fn(*args)
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as e:
-        raise InvalidProgramError(f"corrupt program ({type(e).__name__}: {e})") from e
+        raise InvalidProgramError(f"{name}: corrupt program ({type(e).__name__}: {e})") from e
+    except MemoryError as e:
+        asked = str(e) or "an allocation NumPy or Python could not satisfy"
+        raise InvalidProgramError(f"{name}: loading ran out of memory: {asked} (corrupt file?)") from e
 
 
 def _open_data_files(data_path) -> list:
@@ -243,7 +248,7 @@ def _open_data_files(data_path) -> list:
     out, seen = [], {}
     for item in items:
         buf, name, keep = _open(item, what="external data file")
-        ptd = _guard(read_ptd, buf, name)
+        ptd = _guard(read_ptd, buf, name, name=name)
         for key in ptd.keys():
             if key in seen:
                 raise InvalidProgramError(f"named data key {key!r} is in both {seen[key]} and {name}")
@@ -399,7 +404,7 @@ class Program:
         if idx is None:
             raise MethodNotFoundError(f"no method named {name!r} in {self._pf.name}; it has "
                                       f"{sorted(self.method_names)}")
-        return _guard(self._pf.plan, idx)
+        return _guard(self._pf.plan, idx, name=self._pf.name)
 
     def metadata(self, method_name: str) -> MethodMeta:
         """MethodMeta of a method, without loading it."""
@@ -417,8 +422,14 @@ class Program:
             m = self._methods.get(name)
             if m is None:
                 plan = self._plan(name)
-                m = self._methods[name] = Method(self, MethodRunner(self._pf, plan, shared_arenas=self._shared_arenas,
-                                                                    external=self._external, engine=self._engine))
+                token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
+                try:
+                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
+                                                      external=self._external, engine=self._engine),
+                                    name=f"{self._pf.name}: method {name!r}")
+                finally:
+                    restore(token)
+                m = self._methods[name] = Method(self, runner)
             return m
 
     def __repr__(self) -> str:
@@ -426,32 +437,66 @@ class Program:
 
 
 def _to_host_array(x, i: int) -> np.ndarray:
+    """Anything execute() takes as a tensor -> a NumPy array on the host. Whatever the object's own
+    ``__dlpack__``, ``.cpu()``, ``.get()`` or ``__array__`` raises, the caller gets InvalidArgumentError naming the
+    input, with that exception chained."""
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "__dlpack__"):
-        src = x.detach() if hasattr(x, "detach") else x
-        try:
-            return np.from_dlpack(src)
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
-        try:
-            return np.from_dlpack(src, device="cpu", copy=True)
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
-        if hasattr(src, "get"):  # CuPy and friends
-            return np.asarray(src.get())
-        if hasattr(src, "cpu"):
-            return np.from_dlpack(src.cpu())
-        raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack")
-    if isinstance(x, (bool, int, float, np.generic)) or x is None:
+    if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
         raise InvalidArgumentError(f"input {i}: expected a tensor (a NumPy array or DLPack/buffer object), "
                                    f"got {type(x).__name__} {x!r}")
+    what = "its attributes"  # even hasattr() runs the object's own __getattr__
     try:
-        return np.asarray(memoryview(x))
-    except TypeError:
-        pass
-    raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a buffer, "
-                               f"got {type(x).__name__}")
+        if hasattr(x, "__dlpack__"):
+            what = "DLPack"
+            arr = _from_dlpack(x, i)
+        elif hasattr(x, "__array__"):
+            what = "__array__"
+            arr = np.asarray(x)
+        else:
+            what = "the buffer protocol"
+            try:
+                view = memoryview(x)
+            except TypeError:
+                raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a "
+                                           f"buffer, got {type(x).__name__}") from None
+            arr = np.asarray(view)
+    except PterunError:
+        raise
+    except Exception as e:  # the object's own conversion failed: any exception at all, chained
+        raise InvalidArgumentError(f"input {i}: converting the {type(x).__name__} through {what} failed: "
+                                   f"{type(e).__name__}: {e}") from e
+    if not isinstance(arr, np.ndarray):
+        raise InvalidArgumentError(f"input {i}: {type(x).__name__} converted through {what} to "
+                                   f"{type(arr).__name__}, not an array")
+    return arr
+
+
+def _from_dlpack(x, i: int) -> np.ndarray:
+    """A host array from a DLPack exporter (a device tensor is copied); InvalidArgumentError, with the first
+    refusal chained, when it offers no way."""
+    src = x.detach() if hasattr(x, "detach") else x
+    refusal = None
+    for kwargs in ({}, {"device": "cpu", "copy": True}):
+        try:
+            return np.from_dlpack(src, **kwargs)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            refusal = refusal or e
+    if hasattr(src, "get"):  # CuPy and friends
+        return np.asarray(src.get())
+    if hasattr(src, "cpu"):
+        return np.from_dlpack(src.cpu())
+    raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack "
+                               f"({type(refusal).__name__}: {refusal})") from refusal
+
+
+def _check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:
+    """An input whose dtype differs from the method's: byte order alone is fine (the copy into the method's
+    tensor swaps it); anything else is refused, never cast."""
+    if arr.dtype.kind == want.kind and arr.dtype.itemsize == want.itemsize and arr.dtype.newbyteorder("=") == want:
+        return arr
+    got = arr.dtype.name if arr.dtype.isnative else f"{arr.dtype.name} ({arr.dtype.str})"
+    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {got} (pterun never casts inputs)")
 
 
 class Method:
@@ -497,8 +542,7 @@ class Method:
             if tag == TENSOR:
                 arr = x if type(x) is np.ndarray else _to_host_array(x, i)
                 if arr.dtype != want:
-                    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {arr.dtype.name} "
-                                               "(pterun never casts inputs)")
+                    arr = _check_dtype(arr, want, i)
                 shape = arr.shape
                 if len(shape) != len(desc.sizes):
                     raise InvalidArgumentError(f"input {i}: expected rank {len(desc.sizes)} with shape "
