@@ -20,7 +20,7 @@ def test_profile_counts_every_operator_call():
     call = load_calls("mlp")[0]
     rows = profile(m, call["inputs"], repeat=3)
     by_name = {r.name: r for r in rows}
-    ops = [info[0] for _, _, infos in m._runner.chains for info in infos]
+    ops = [ev.name for ev in m.steps]
     for op in set(ops):
         assert by_name[op].calls == ops.count(op)
         assert by_name[op].seconds > 0

@@ -207,6 +207,50 @@ def cmd_verify(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_trace(args) -> int:
+    """Record every instruction's outputs (--out), or compare two recorded traces (--compare A B)."""
+    from pterun.trace import first_divergence, load, save
+    if args.compare:
+        a, b = (load(p) for p in args.compare)
+        d = first_divergence(a, b, rtol=args.rtol, atol=args.atol)
+        if d is None:
+            print(f"no divergence: {len(a)} and {len(b)} entries agree where both have them "
+                  f"(rtol={args.rtol}, atol={args.atol})")
+            return 0
+        print(d)
+        return 1
+    if args.file is None or args.out is None:
+        raise PterunError("trace needs MODEL.pte and --out TRACE.npz, or --compare A.npz B.npz")
+    program = pterun.Runtime.get().load_program(args.file, data_path=args.data_path or None)
+    names = sorted(program.method_names)
+    method = program.load_method(args.method or ("forward" if "forward" in names else names[0]))
+    if args.input:
+        inputs = _load_inputs(args.input)
+    else:
+        inputs = _random_inputs(method.metadata, np.random.default_rng(args.seed))
+        print(f"no --input given: using random inputs (seed {args.seed})")
+    entries = method.trace(inputs)
+    save(args.out, entries)
+    print(f"wrote {len(entries)} traced instructions ({sum(len(e.outputs) for e in entries)} outputs) to {args.out}")
+    return 0
+
+
+def _add_trace_parser(sub) -> None:
+    t = sub.add_parser("trace", help="save every instruction's outputs (--out), or find where two traces first "
+                       "diverge (--compare)")
+    t.add_argument("file", nargs="?", help="the .pte program")
+    t.add_argument("--method", help="method to run (default: forward)")
+    t.add_argument("--input", action="append", default=[], metavar="FILE", help="inputs as for 'run'")
+    t.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    t.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd", help="external data file(s)")
+    t.add_argument("--out", metavar="TRACE.npz", help="where to write the trace")
+    t.add_argument("--compare", nargs=2, metavar=("A.npz", "B.npz"),
+                   help="report the first instruction whose outputs differ (exit status 1), or none (0)")
+    t.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --compare (default 1e-5)")
+    t.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --compare (default 1e-6)")
+    t.set_defaults(fn=cmd_trace)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pterun", description="Run ExecuTorch .pte programs with NumPy only.")
     p.add_argument("--version", action="version", version=f"pterun {pterun.__version__}")
@@ -264,6 +308,8 @@ def build_parser() -> argparse.ArgumentParser:
     o = sub.add_parser("ops", help="list registered operators, or check a program's operators")
     o.add_argument("file", nargs="?", help="a .pte program to check")
     o.set_defaults(fn=cmd_ops)
+
+    _add_trace_parser(sub)
     return p
 
 

@@ -10,14 +10,11 @@ Example::
 
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
 
 __all__ = ["ProfileRow", "profile", "format_profile"]
-
-_NODE_NAME = re.compile(r"\((XNN\w+)\)")
 
 
 @dataclass(frozen=True)
@@ -31,70 +28,41 @@ class ProfileRow:
         return self.seconds / max(self.calls, 1) * 1e6
 
 
-def _timed(fn, name, totals, counts):
-    perf = time.perf_counter
-
-    def step(*args):
-        t = perf()
-        try:
-            return fn(*args)
-        finally:
-            totals[name] += perf() - t
-            counts[name] += 1
-    return step
-
-
 def profile(method, inputs, repeat: int = 10) -> list[ProfileRow]:
     """Run ``method`` on ``inputs`` ``repeat`` times with every step timed; rows sorted by time, per call.
 
-    Time spent inside an XNNPACK delegate is broken down by node type (the delegate's own row then holds
-    only its overhead: input/output conversion). Runs under the method's lock; the method is unchanged
-    afterwards.
+    Time spent inside an XNNPACK delegate whose engine reports its nodes (the NumPy engine) is broken down by
+    node type (the delegate's own row then holds only its overhead: input/output conversion). Uses the public
+    observer, ``Method.execute(hook=)``: the method itself is never changed.
     """
-    runner = method._runner
     totals, counts = defaultdict(float), defaultdict(int)
-    saved_chains = runner.chains
-    saved_plans = []
-    with method._lock:
+    perf = time.perf_counter
+
+    def timed(event, run) -> None:
+        t = perf()
         try:
-            runner.chains = [(jumps, [_timed(s, info[i][0], totals, counts) for i, s in enumerate(steps)], info)
-                             for jumps, steps, info in saved_chains]
-            for ex in runner.executors:
-                if hasattr(ex, "schedule") and hasattr(ex, "names"):
-                    saved_plans.append((ex, ex.schedule))
-                    ex.schedule = [(_timed(step, f"XnnpackBackend/{_node(ex.names[i])}", totals, counts), dead)
-                                   for i, (step, dead) in enumerate(ex.schedule)]
-        except Exception:
-            runner.chains = saved_chains
-            raise
-    try:
-        method.execute(inputs)  # warm-up, not counted
-        totals.clear()
-        counts.clear()
-        for _ in range(repeat):
-            method.execute(inputs)
-    finally:
-        with method._lock:
-            runner.chains = saved_chains
-            for ex, schedule in saved_plans:
-                ex.schedule = schedule
+            run()
+        finally:
+            totals[event.name] += perf() - t
+            counts[event.name] += 1
+
+    method.execute(inputs, hook=timed)  # warm-up, not counted
+    totals.clear()
+    counts.clear()
+    for _ in range(repeat):
+        method.execute(inputs, hook=timed)
     nested = defaultdict(float)
     for name, t in totals.items():
         if "/" in name:
             nested[name.split("/")[0]] += t
     rows = []
     for name, t in totals.items():
-        own = t
-        if name.startswith("delegate "):
-            own -= nested.get(name[len("delegate "):], 0.0)
+        calls = counts[name] // repeat
+        if name.startswith("delegate ") and name[len("delegate "):] in nested:
+            t -= nested[name[len("delegate "):]]
             name = f"{name} (overhead)"
-        rows.append(ProfileRow(name, counts[name.replace(" (overhead)", "")] // repeat, own / repeat))
+        rows.append(ProfileRow(name, calls, t / repeat))
     return sorted(rows, key=lambda r: -r.seconds)
-
-
-def _node(desc: str) -> str:
-    m = _NODE_NAME.search(desc)
-    return m.group(1) if m else desc
 
 
 def format_profile(rows: list[ProfileRow], total_s: float | None = None) -> str:

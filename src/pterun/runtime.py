@@ -578,8 +578,12 @@ class Method:
                 out.append(x)
         return out
 
-    def execute(self, inputs: Sequence = ()) -> list:
+    def execute(self, inputs: Sequence = (), *, hook=None) -> list:
         """Run the method on ``inputs`` and return its outputs as a list.
+
+        ``hook``, when given, is called as ``hook(event, run)`` around every instruction (and every node of a
+        delegate whose engine reports them): see :mod:`pterun.interp.observe`. Without it nothing is observed and
+        nothing is paid for observing.
 
         The output contract:
 
@@ -602,13 +606,41 @@ class Method:
         runner = self._runner
         with self._lock:
             runner.set_inputs(arrays)
-            runner.run()
+            runner.run(hook)
             outputs = runner.collect_outputs()
         if self._wrap is not None:
             outputs = [self._wrap(o) if isinstance(o, np.ndarray) else o for o in outputs]
         return outputs
 
     __call__ = execute
+
+    def trace(self, inputs: Sequence = ()) -> list:
+        """Run the method once on ``inputs`` and return a :class:`~pterun.interp.observe.TraceEntry` (chain,
+        instruction index, kind, operator name, delegate node, folded, copies of the outputs) for every
+        instruction that wrote something, in execution order, with instructions computed at load (``folded``)
+        in their program place and XNNPACK delegates broken down per node where the engine allows it (NumPy
+        engine: per node; LiteRT: per DelegateCall). :mod:`pterun.trace` saves and compares traces."""
+        from pterun.interp.observe import trace
+        arrays = self._check_inputs(inputs)
+        runner = self._runner
+        with self._lock:
+            runner.set_inputs(arrays)
+            token = quiet()
+            try:
+                return trace(runner)
+            finally:
+                restore(token)
+
+    @property
+    def steps(self) -> list:
+        """What one call executes: an :class:`~pterun.interp.observe.Event` per step, chain by chain, in program
+        order (instructions folded at load and FreeCalls in chains without jumps are not steps)."""
+        return [ev for chain in self._runner.events for ev in chain]
+
+    @property
+    def folded(self) -> list:
+        """The instructions computed once at load (constant folding), as :class:`~pterun.interp.observe.Event`."""
+        return list(self._runner.folded_events)
 
     def __repr__(self) -> str:
         return f"Method({self.name!r}, inputs={self._meta.num_inputs()}, outputs={self._meta.num_outputs()})"

@@ -36,6 +36,8 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
 from pterun.interp.binding import Binder
 from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry
+from pterun.interp.loop import run_chains
+from pterun.interp.observe import Event, run_observed, slot_reader
 from pterun.interp.tensor import Tensor
 
 #: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
@@ -88,6 +90,9 @@ class MethodRunner:
         self.volatile = self._find_volatile()
         self.binder = Binder(self.values, self.tags, self.volatile, self.where)
         self.folded: list[tuple[int, int, str]] = []  # (chain, instruction, operator) computed at load
+        self.folded_events: list[Event] = []  # the same, as Method.trace reports them
+        self.events: list[list[Event]] = []  # per chain, per step: what an execute hook is shown
+        self.delegate_steps: list[dict] = []  # per chain: step -> (executor, args getter) reporting its nodes
         self._folding = self._fold_plan()  # None: nothing is folded
         self.chains = [self._build_chain(c, ci) for ci, c in enumerate(plan.chains)]
         del self._folding
@@ -268,41 +273,60 @@ class MethodRunner:
 
     def _build_chain(self, chain, ci: int):
         # steps are built in program order, so an instruction computed at load (folded) is done before any
-        # later step binds its output; ``info`` entries are (name, arguments, instruction index)
+        # later step binds its output; ``info`` entries are (name, arguments, instruction index); ``events`` what
+        # an execute hook is shown for each step (pterun.interp.observe); ``delegates`` step position ->
+        # (executor, argument getter) for delegates that can report their nodes
         KERNELS = _kernels() if any(k == KERNEL_CALL for k, _, _ in chain) else {}
-        steps, info = [], []
+        steps, info, events, delegates = [], [], [], {}
         has_jumps = False
+        values, tags = self.values, self.tags
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
+                kernel = KERNELS[name]
                 if name in GEOMETRY_CHECKS:
-                    self._check_geometry(KERNELS[name], b, pc)
-                if self._folding is not None and self._fold(KERNELS[name], b, ci, pc):
+                    self._check_geometry(kernel, b, pc)
+                read = slot_reader(values, tags, _written_slots(kernel, b))
+                if self._folding is not None and self._fold(kernel, b, ci, pc):
                     self.folded.append((ci, pc, name))
+                    self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
                     continue
-                steps.append(self._kernel_step(KERNELS[name], b, pc))
+                steps.append(self._kernel_step(kernel, b, pc))
                 info.append((name, b, pc))
+                events.append(Event(ci, pc, "KernelCall", name, read))
             elif kind == DELEGATE_CALL:
+                ex = self.executors[a]
+                name = f"delegate {self.plan.delegates[a].backend_id}"
+                if hasattr(ex, "execute_observed"):
+                    delegates[len(steps)] = (ex, partial(_args_of, values, b))
                 steps.append(self._delegate_step(a, b))
-                info.append((f"delegate {self.plan.delegates[a].backend_id}", b, pc))
+                info.append((name, b, pc))
+                events.append(Event(ci, pc, "DelegateCall", name, slot_reader(values, tags, _delegate_outputs(ex, b))))
             elif kind == MOVE_CALL:
                 steps.append(self._move_step(a, b))
                 info.append(("MoveCall", (a, b), pc))
+                events.append(Event(ci, pc, "MoveCall", "MoveCall", slot_reader(values, tags, (b,))))
             elif kind == JUMP_FALSE_CALL:
                 if not 0 <= b <= len(chain):
                     raise self.fail(f"JumpFalseCall at instruction {pc} jumps to {b}, outside the chain "
                                     f"(0..{len(chain)})")
                 steps.append(self._jump_step(a, b, pc))
                 info.append(("JumpFalseCall", (a,), pc))
+                events.append(Event(ci, pc, "JumpFalseCall", "JumpFalseCall", list))
                 has_jumps = True
             elif kind == FREE_CALL:
                 if self.tags[a] != TENSOR:
                     raise self.fail(f"FreeCall at instruction {pc} frees value {a}, which is not a tensor")
                 steps.append(None)  # memory is reused by the plan; nothing to release here
                 info.append(("FreeCall", (a,), pc))
+                events.append(Event(ci, pc, "FreeCall", "FreeCall", list))
+        self.events.append(events)
         if not has_jumps:
-            keep = [(s, n) for s, n in zip(steps, info) if s is not None]
-            return False, [s for s, _ in keep], [n for _, n in keep]
+            keep = [k for k, s in enumerate(steps) if s is not None]
+            self.delegate_steps.append({keep.index(k): v for k, v in delegates.items()})
+            self.events[-1] = [events[k] for k in keep]
+            return False, [steps[k] for k in keep], [info[k] for k in keep]
+        self.delegate_steps.append(delegates)
         # a fast-path step (a functools.partial) returns what its NumPy call returns, which this loop would take
         # for the next instruction
         return True, [_noop if s is None else _returning_none(s) if isinstance(s, partial) else s
@@ -617,42 +641,27 @@ class MethodRunner:
                     t.resize(x.shape)
                 t.array[...] = x  # Method.execute checked the dtype: a plain copy (half of copyto's cost)
 
-    def run(self) -> None:
+    def run(self, hook=None) -> None:
         # NumPy's floating-point warnings (overflow to inf, 0/0) are part of the numbers, not errors;
         # the library never writes to stderr on its own
         token = quiet()
         try:
-            self._run()
+            if hook is None:
+                run_chains(self)
+            else:
+                run_observed(self, hook)
         finally:
             restore(token)
 
-    def _run(self) -> None:
-        for jumps, steps, info in self.chains:
-            pc = 0
-            try:
-                if not jumps:
-                    for pc, step in enumerate(steps):
-                        step()
-                else:
-                    n = len(steps)
-                    count = 0
-                    limit = min(MAX_INSTRUCTIONS, self.loop_budget)
-                    while pc < n:
-                        nxt = steps[pc]()
-                        pc = pc + 1 if nxt is None else nxt
-                        count += 1
-                        if count > limit:
-                            raise InvalidProgramError(
-                                f"{self.where}: executed more than {limit} instructions, the budget of a method "
-                                f"with {n} instructions (infinite loop in the program?)")
-            except PterunError as e:
-                if isinstance(e, (InvalidProgramError, KernelError)):
-                    raise
-                raise self._kernel_error(info, pc, e) from e
-            except Exception as e:
-                raise self._kernel_error(info, pc, e) from e
+    def instruction_limit(self) -> int:
+        """Instructions a chain with jumps may execute per call (see LOOP_BUDGET_FACTOR)."""
+        return min(MAX_INSTRUCTIONS, self.loop_budget)
 
-    def _kernel_error(self, info, pc: int, cause: Exception) -> KernelError:
+    def loop_error(self, limit: int, n: int) -> InvalidProgramError:
+        return InvalidProgramError(f"{self.where}: executed more than {limit} instructions, the budget of a method "
+                                   f"with {n} instructions (infinite loop in the program?)")
+
+    def kernel_error(self, info, pc: int, cause: Exception) -> KernelError:
         # ``pc`` counts steps; the message names the program's own instruction index
         name, args, pc = info[pc] if pc < len(info) else ("?", (), pc)
         shapes = []
@@ -718,3 +727,26 @@ def _kernels() -> dict:
 
 def _uses_kernels(plan: Plan) -> bool:
     return any(k == KERNEL_CALL for c in plan.chains for (k, _, _) in c)
+
+
+def _written_slots(kernel, args: tuple) -> tuple:
+    """The value slots a KernelCall writes: its out (``!``) arguments and return slot; a raw kernel's last one."""
+    if kernel.raw:
+        return args[-1:]
+    n = len(kernel.schema.args)
+    out = [args[m] for m in kernel.schema.mutable if m < len(args)]
+    if len(args) == n + 1:
+        out.append(args[-1])
+    return tuple(dict.fromkeys(out))  # an out variant's return slot is usually its out argument
+
+
+def _delegate_outputs(executor, args: tuple) -> tuple:
+    """The DelegateCall arguments a delegate writes: those its executor lists as outputs (external ids), else all."""
+    try:
+        return tuple(args[ext] for ext, *_ in executor.outputs)
+    except (AttributeError, TypeError, ValueError, IndexError):
+        return tuple(args)
+
+
+def _args_of(values: list, args: tuple) -> list:
+    return [values[a] for a in args]

@@ -40,6 +40,7 @@ class Plan:
         self.schedule = schedule  # (step, tuple of slots to release after it)
         self.names = names  # what each step runs, for error messages and the profiler
         self.outputs = outputs  # (ext_id, slot)
+        self.nodes: list = []  # (first step, end step, node name, output slots): what execute_observed reports
 
     def execute(self, args: list) -> None:
         env = self.template.copy()
@@ -81,13 +82,44 @@ class Plan:
     def arity(self) -> int:
         return max([e for e, *_ in self.inputs] + [e for e, _ in self.outputs], default=-1) + 1
 
+    def execute_observed(self, args: list, observe) -> None:
+        """:meth:`execute` with ``observe(node, name, run, outputs)`` called around each graph node: it must call
+        ``run()`` (the node's steps); ``outputs()`` then returns the node's output values. Slower than
+        :meth:`execute` (the interpreter's ``Method.execute(hook=)`` and ``Method.trace`` use it)."""
+        env = self.template.copy()
+        try:
+            for ext, slot, rep, prep in self.inputs:
+                a = input_array(args, ext, rep.dtype if rep.kind != "dynamic" else F32_DTYPE)
+                env[slot] = a if prep is None else prep(a)
+        except IndexError:
+            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        schedule = self.schedule
+        token = quiet()
+        try:
+            for k, (first, end, name, slots) in enumerate(self.nodes):
+                def run(first=first, end=end, name=name):
+                    try:
+                        for step, _ in schedule[first:end]:
+                            step(env)
+                    except PterunError:
+                        raise
+                    except Exception as e:
+                        raise DelegateError(f"XNNPACK delegate failed in {name}: {type(e).__name__}: {e}") from e
+                observe(k, name, run, lambda slots=slots: [env[s] for s in slots])
+                for _, dead in schedule[first:end]:
+                    for s in dead:
+                        env[s] = None
+        finally:
+            restore(token)
+        self._write_outputs(args, env)
+
 
 def compile_graph(graph) -> Plan:
     """Validate the node list against the values and build the plan (``graph``: a typed :class:`~.graph.Graph`
     or a :class:`.payload.Graph` record); raises DelegateError."""
     graph = G.Graph.of(graph)
     c = Compiler(graph)
-    names, last_read = [], {}
+    names, last_read, spans = [], {}, []
     for node in graph.nodes:
         c.node = node
         build = BUILDERS.get(node.kind)
@@ -97,6 +129,9 @@ def compile_graph(graph) -> Plan:
         before = len(c.steps)
         build(c, node)
         names.extend([node.describe()] * (len(c.steps) - before))
+        spans.append((before, len(c.steps), node.describe(),
+                      [c.slots[v] for f, v in node.fields.items() if f.startswith("output") and f.endswith("_id")
+                       and v in c.slots]))
         for vid in c.reads:
             last_read[vid] = len(c.steps) - 1
     c.node = None
@@ -129,4 +164,6 @@ def compile_graph(graph) -> Plan:
             dead[step].append(c.slots[vid])
     inputs.sort(key=lambda t: t[0])
     outputs.sort(key=lambda t: t[0])
-    return Plan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs)
+    plan = Plan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs)
+    plan.nodes = spans
+    return plan
