@@ -1,13 +1,26 @@
-"""The execution loop: call a loaded method's steps in order, following JumpFalse where a chain has jumps.
+"""Pass 4, the execution loop: call a loaded method's steps in order, following JumpFalse where a chain has jumps.
 
-Every step is a zero-argument function built at load (pterun.interp.method); in a chain with jumps it returns
-None (go on) or the instruction to jump to. Errors are reported with the failing instruction's operator and
-index. :func:`pterun.interp.observe.run_observed` is the same loop with a hook around each step.
+A step (pterun.interp.steps) is a zero-argument function called for its effect; its return value is ignored. A
+chain with control flow also holds :class:`JumpFalse` records, which say where to go next. Errors are reported
+with the failing instruction's operator and index. :func:`pterun.interp.observe.run_observed` is the same loop
+with a hook around each step.
 """
 
 from __future__ import annotations
 
 from pterun.errors import InvalidProgramError, KernelError, PterunError
+
+
+class JumpFalse:
+    """A JumpFalseCall: ``target()`` is None to fall through, else the instruction to jump to."""
+
+    __slots__ = ("target",)
+
+    def __init__(self, target):
+        self.target = target
+
+    def __call__(self):  # run as a plain step (by an observer), it only evaluates its condition
+        return self.target()
 
 
 def run_chains(runner) -> None:
@@ -20,8 +33,13 @@ def run_chains(runner) -> None:
             else:
                 n, count, limit = len(steps), 0, runner.instruction_limit()
                 while pc < n:
-                    nxt = steps[pc]()
-                    pc = pc + 1 if nxt is None else nxt
+                    step = steps[pc]
+                    if step.__class__ is JumpFalse:
+                        nxt = step.target()
+                        pc = pc + 1 if nxt is None else nxt
+                    else:
+                        step()
+                        pc += 1
                     count += 1
                     if count > limit:
                         raise runner.loop_error(limit, n)

@@ -26,6 +26,7 @@ import numpy as np
 
 from pterun.errors import InvalidProgramError, KernelError, PterunError
 from pterun.format.program import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
+from pterun.interp.loop import JumpFalse
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Event", "TraceEntry"]
@@ -120,8 +121,8 @@ def run_observed(runner, hook) -> None:
                         done.append(step())
                     return done[0]
                 hook(ev, run)
-                nxt = run()
-                pc = pc + 1 if not jumps or nxt is None else nxt
+                nxt = run() if step.__class__ is JumpFalse else (run(), None)[1]
+                pc = pc + 1 if nxt is None else nxt
                 count += 1
                 if jumps and count > limit:
                     raise runner.loop_error(limit, n)

@@ -6,8 +6,8 @@ interpreter asks the kernel's :meth:`~pterun.kernels.registry.Kernel.specialize`
 which calls a specializer here as ``spec(general, *args)`` (``general``: the registered kernel function).
 The steps compute straight into the planned output array (``out``), skipping per-call promotion and the
 copy-back, and store whatever they do not compute in place through :func:`~pterun.kernels._common.write_out`'s
-convention, as the interpreter stores a general kernel's result; what a step returns is ignored (the interpreter
-wraps steps in chains where a return value would mean a jump). Each one applies only in the plain case where
+convention, as the interpreter stores a general kernel's result; what a step returns is ignored (a JumpFalseCall
+is not a step but a record the loop asks where to go). Each one applies only in the plain case where
 the result is identical to the general kernel's — same dtype throughout, shapes that already match — and
 returns None otherwise, so the general kernel runs. This module imports no kernel family and no registry.
 
@@ -45,7 +45,7 @@ _FLOATS = (F32, F64)
 def _step_of(fn, *args):
     """A step running ``fn(*args)``: a ``functools.partial``, called from C without a Python frame, with the
     output array passed positionally (a keyword ``out=`` costs more per call). Such a step returns what ``fn``
-    returns; the interpreter wraps it where a step's return value means a jump (chains with JumpFalse)."""
+    returns, which the interpreter's loop ignores."""
     return partial(fn, *args)
 
 

@@ -1,0 +1,219 @@
+"""Pass 2, constant folding: instructions whose inputs are all constants run once, at load.
+
+A weight's ``permute_copy`` or a dequantized weight leaves no step behind: its outputs become read-only constants
+of their own, or, when the kernel returns a view of a constant, that view itself (zero-copy). Folding is an
+optimization, never a load error: anything unexpected leaves the instruction to run as a step. Programs with
+jumps are not folded (an instruction there may run any number of times, or never).
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import numpy as np
+
+from pterun._log import logger
+from pterun.format.program import EXTERNAL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, DELEGATE_CALL, OPT_TENSOR_LIST, \
+    STATIC, TENSOR, TENSOR_LIST, Plan, TensorDesc
+
+
+class Folder:
+    """Folds one method's instructions while its steps are built (pterun.interp.steps); dropped afterwards."""
+
+    def __init__(self, plan: Plan, values: list, tags: list, volatile: set[int], binder, where: str, budget: int):
+        self.plan, self.values, self.tags, self.volatile, self.binder, self.where = \
+            plan, values, tags, volatile, binder, where
+        # tensor slots known at load: the program's constants, then folded outputs
+        self.constants = {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and _is_constant(d)}
+        self.budget = budget  # bytes folded results may still take
+        # (chain, instruction) -> the tensor slots it writes; None until an instruction's inputs are constant
+        self.candidates: dict[tuple[int, int], list[int]] | None = None
+        self.position: dict[tuple[int, int], int] = {}  # (chain, instruction) -> position in program order
+        self.reads: dict[int, list[int]] = {}  # slot -> positions reading it, ascending
+        self.writes: dict[int, list[int]] = {}  # slot -> positions writing it, ascending
+        self.spans = None  # (slot, start, end) of every tensor in arena 1, built at the first fold attempt
+
+    @staticmethod
+    def applies(plan: Plan) -> bool:
+        """Whether folding may apply: the method calls kernels and has no jumps."""
+        kinds = {ins[0] for c in plan.chains for ins in c}
+        return KERNEL_CALL in kinds and JUMP_FALSE_CALL not in kinds
+
+    def _find_candidates(self) -> None:
+        """Find the instructions whose outputs may be detached from the memory plan (once, when the first
+        instruction with constant inputs turns up).
+
+        The kernel must write only out arguments; it must be the only writer of its outputs, nothing may read
+        them before it, and nothing may reach them but as a kernel's input (raw kernels, delegates and moves get
+        the Tensor object, not its array). Records where each tensor is read and written, for
+        :meth:`_arena_unshared`.
+        """
+        plan, tags, values, fp = self.plan, self.tags, self.values, self
+        from pterun.kernels import KERNELS
+        reads, writes = fp.reads, fp.writes
+        exposed: set[int] = set()
+        written_by = {}
+        lists = (TENSOR_LIST, OPT_TENSOR_LIST)
+        pos = 0
+        for ci, chain in enumerate(plan.chains):
+            for pc, (kind, a, b) in enumerate(chain):
+                pos += 1
+                fp.position[(ci, pc)] = pos
+                kernel = KERNELS[plan.operators[a]] if kind == KERNEL_CALL else None
+                if kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
+                    slots = set(b if kind != MOVE_CALL else (a, b))
+                    slots.update(j for i in tuple(slots) if tags[i] in lists for j in values[i] if j >= 0)
+                    exposed.update(slots)
+                    for j in slots:  # these may write too; counting only reads is the cautious side
+                        reads.setdefault(j, []).append(pos)
+                if kernel is None or kernel.raw:
+                    continue
+                written, outs_only = [], True
+                for arg, vi in zip(kernel.schema.args, b):
+                    tag = tags[vi]
+                    if tag == TENSOR:
+                        slots = (vi,)
+                    elif tag in lists:
+                        slots = [j for j in values[vi] if j >= 0 and tags[j] == TENSOR]
+                    elif arg.mutable:
+                        outs_only = False
+                        continue
+                    else:
+                        continue
+                    if arg.mutable:
+                        written.extend(slots)
+                        for j in slots:
+                            writes.setdefault(j, []).append(pos)
+                        if arg.kwarg_only:
+                            continue
+                        outs_only = False  # an in-place update (self!) reads what it writes
+                    for j in slots:
+                        reads.setdefault(j, []).append(pos)
+                if len(b) == len(kernel.schema.args) + 1 and not kernel.schema.mutable and tags[b[-1]] == TENSOR:
+                    writes.setdefault(b[-1], []).append(pos)  # a functional op's return slot (allclose.Tensor)
+                if outs_only and written:
+                    written_by[(ci, pc)] = written
+        # what a call leaves behind is read after its last instruction: outputs, and state kept across calls
+        for j in plan.outputs:
+            reads.setdefault(j, []).append(pos + 1)
+        for j, (tag, d) in enumerate(plan.values):
+            if tag == TENSOR and d.memory_id is not None and (d.data_buffer_idx > 0 or d.location == EXTERNAL):
+                reads.setdefault(j, []).append(pos + 1)
+        io = set(plan.inputs) | set(plan.outputs)
+
+        def detachable(j: int, at: int) -> bool:
+            d = plan.values[j][1]
+            return (writes[j] == [at] and reads.get(j, (at + 1,))[0] > at and j not in exposed and j not in io
+                    and j not in self.volatile and j not in fp.constants and d.dynamism == STATIC
+                    and d.memory_id in (None, 1))  # ids >= 2 hold state other methods share
+        fp.candidates = {at: w for at, w in written_by.items() if all(detachable(j, fp.position[at]) for j in w)}
+
+    def fold(self, kernel, args: tuple, ci: int, pc: int) -> bool:
+        """Compute instruction ``pc`` now if its inputs are constants; False leaves it to run as a step.
+
+        The kernel writes into fresh memory, never into the arena other tensors share. A result that is a view
+        of a constant (a transposed weight) is kept as that view, zero-copy; anything else is copied into the
+        tensor's own memory, within the method's budget. Any failure here is silent: the step then raises the
+        same error when it runs, with the usual context.
+        """
+        if kernel.raw or not kernel.foldable or not kernel.schema.mutable:
+            return False
+        values, tags, fp = self.values, self.tags, self
+        schema = kernel.schema
+        for arg, vi in zip(schema.args, args):
+            if arg.mutable:
+                continue
+            items = values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,)
+            if any(j >= 0 and tags[j] == TENSOR and j not in fp.constants for j in items):
+                return False
+        if fp.candidates is None:
+            fp.candidates = {}  # stays empty if the analysis fails: folding is an optimization, never a load error
+            try:
+                self._find_candidates()
+            except Exception as e:  # noqa: BLE001
+                logger().debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
+        written = fp.candidates.get((ci, pc))
+        if written is None:
+            return False
+        nbytes = sum(values[j].array.nbytes for j in written)
+        if nbytes > fp.budget and not kernel.returns_view:  # a view costs nothing: worth trying whatever the budget
+            return False
+        if not self._arena_unshared(written, fp.position[(ci, pc)]):
+            return False
+        fresh = {j: values[j].detached() for j in written}
+        self.binder.where = f"{self.where}: instruction {pc} ({kernel.name})"
+        try:
+            call, sources = [], []
+            for arg, vi in zip(schema.args, args):
+                if arg.mutable:
+                    call.append(fresh[vi].array if tags[vi] == TENSOR else [fresh[j].array for j in values[vi]])
+                    continue
+                is_dyn, v = self.binder.bind(arg, vi)
+                if is_dyn:
+                    return False
+                call.append(v)
+                sources.extend(x for x in (v if isinstance(v, list) else (v,)) if isinstance(x, np.ndarray))
+            with np.errstate(all="ignore"):
+                results = kernel.fn(*call)
+            if len(schema.mutable) == 1:
+                results = (results,)
+            contents = {}
+            for m, r in zip(schema.mutable, results, strict=True):
+                vi = args[m]
+                if tags[vi] == TENSOR:
+                    contents[vi] = r
+                else:
+                    contents.update(zip(values[vi], [None] * len(values[vi]) if r is None else r, strict=True))
+            final, copied = {}, 0
+            for j, r in contents.items():
+                own = fresh[j].array
+                if isinstance(r, np.ndarray) and r.dtype == own.dtype and r.shape == own.shape and \
+                        any(np.may_share_memory(r, src) for src in sources):
+                    final[j] = r  # a view of a constant: no copy, no new memory
+                    continue
+                if r is not None and r is not own:
+                    fresh[j].write(r)  # as the interpreter would store the result: cast, shape checked
+                final[j] = own
+                copied += own.nbytes
+        except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
+            logger().debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name, type(e).__name__, e)
+            return False
+        if copied > fp.budget:
+            return False
+        fp.budget -= copied
+        for j, array in final.items():
+            values[j].freeze(array)
+            fp.constants.add(j)
+        return True
+
+    def _arena_unshared(self, written: list[int], at: int) -> bool:
+        """Whether no other tensor expects the outputs of the instruction at position ``at`` in the arena.
+
+        The memory plan may lay a second tensor over an output's bytes on purpose (a view the exporter turned
+        into an alias) or for reuse after it is dead. Reuse is safe to detach from: the other tensor is written
+        again before it is read. An alias is not: it would read arena bytes nobody writes any more.
+        """
+        fp, plan = self, self.plan
+        if fp.spans is None:
+            planned = [(j, d.memory_offset, d.memory_offset + d.nbytes) for j, (tag, d) in enumerate(plan.values)
+                       if tag == TENSOR and d.memory_id == 1]
+            fp.spans = np.array(planned, np.int64).reshape(-1, 3).T
+        slots, starts, ends = fp.spans
+        for j in written:
+            d = plan.values[j][1]
+            if d.memory_id is None:
+                continue
+            lo, hi = d.memory_offset, d.memory_offset + d.nbytes
+            for k in slots[(starts < hi) & (ends > lo)].tolist():
+                if k in written:
+                    continue
+                rd, wr = fp.reads.get(k, ()), fp.writes.get(k, ())
+                r, w = bisect.bisect_right(rd, at), bisect.bisect_right(wr, at)
+                if r < len(rd) and (w == len(wr) or wr[w] >= rd[r]):
+                    return False  # read after the instruction without being written in between
+        return True
+
+
+def _is_constant(d: TensorDesc) -> bool:
+    """A read-only tensor of the program or its external data (not one copied into the memory plan)."""
+    return d.memory_id is None and (d.data_buffer_idx > 0 or (d.location == EXTERNAL and d.fqn is not None))
