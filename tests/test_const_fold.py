@@ -9,7 +9,7 @@ import pterun.interp.method as method_module
 import pterun.kernels.random as random_kernels
 from fixtures_util import FIXTURES, load_calls, portable_fixture_names
 from pterun import KernelError, Runtime
-from pterun.format.program import INT, INT_LIST, KERNEL_CALL, Plan
+from pterun.format.program import INT, INT_LIST, KERNEL_CALL, KernelCall, Plan
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
 from pterun.kernels.registry import Kernel
@@ -132,7 +132,7 @@ def test_a_randn_of_constant_arguments_still_draws_on_every_call():
     sizes = plan.values[out][1].sizes
     values = list(plan.values) + [(INT, s) for s in sizes]
     values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
-    chain = [(KERNEL_CALL, len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
+    chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
     randn_plan = Plan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
                       plan.delegates, plan.buffer_sizes)
     runner = MethodRunner(program._pf, randn_plan, shared_arenas={})

@@ -41,22 +41,15 @@ def _value_info(plan: Plan, index: int) -> dict:
 
 
 def _delegate_info(prog: Program, d, calls: Counter) -> dict:
-    pf = prog._pf
-    blob = pf.delegate_blob(d)
+    blob = prog.file.delegate_blob(d)
     info = {"backend": d.backend_id, "calls": calls.get(d.backend_id, 0), "payload_bytes": int(blob.size),
             "compile_specs": [k for k, _ in d.compile_specs]}
     if d.backend_id == "XnnpackBackend":
         from pterun.delegates.xnnpack.payload import read_graph
         from pterun.errors import PterunError
 
-        def named(key):
-            for ptd in prog._external:
-                if key in ptd:
-                    return ptd.data(key)
-            return pf.named(key)
-
         try:
-            graph = read_graph(blob, named)
+            graph = read_graph(blob, prog.named_data)
         except (PterunError, KeyError) as e:
             info["summary_error"] = str(e)
             return info
@@ -107,13 +100,13 @@ def describe(source, *, program: Program | None = None, data_path=None) -> dict:
             bundled = Runtime.get().load_bundled_program(source, data_path=data_path)
             program = bundled.program
     prog = program if program is not None else Runtime.get().load_program(source, data_path=data_path)
-    pf = prog._pf
+    pf = prog.file
     methods = []
     for h in pf.plan_headers:
         plan = pf.plan(h.index)
-        ops = Counter(plan.operators[a] for c in plan.chains for (k, a, _) in c if k == KERNEL_CALL)
-        delegate_calls = Counter(plan.delegates[a].backend_id for c in plan.chains for (k, a, _) in c
-                                 if k == DELEGATE_CALL)
+        ops = Counter(plan.operators[ins.op_index] for c in plan.chains for ins in c if ins.kind == KERNEL_CALL)
+        delegate_calls = Counter(plan.delegates[ins.delegate_index].backend_id for c in plan.chains for ins in c
+                                 if ins.kind == DELEGATE_CALL)
         m = {
             "name": plan.name,
             "inputs": [_value_info(plan, i) for i in plan.inputs],

@@ -399,6 +399,23 @@ class Program:
     def method_names(self) -> set[str]:
         return {h.name for h in self._pf.plan_headers}
 
+    @property
+    def file(self) -> ProgramFile:
+        """The parsed container (:class:`pterun.format.program.ProgramFile`: headers, typed plans, segments), for
+        tools such as :mod:`pterun.inspect`."""
+        return self._pf
+
+    def named_data(self, key: str) -> np.ndarray:
+        """The bytes stored under ``key``: in the external data files given at load (first), else in the program.
+        Raises KeyError when neither has it."""
+        for ptd in self._external:
+            if key in ptd:
+                return ptd.data(key)
+        if key in self._pf.named_data:
+            return self._pf.named(key)
+        raise KeyError(f"no named data with key {key!r} in {self._pf.name}"
+                       + "".join(f" or {p.name}" for p in self._external))
+
     def _plan(self, name: str):
         idx = self._pf.plan_index(name)
         if idx is None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 import struct
+from collections import namedtuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -95,6 +97,38 @@ class TensorDesc(_Record):
         return self.memory_id is not None or self.data_buffer_idx != 0
 
 
+class EValue(NamedTuple):
+    """One value of a method's value table: its union ``tag`` (INT, TENSOR, ...: :data:`TAG_NAMES`) and ``val``:
+    a :class:`TensorDesc`, a Python scalar or string, a tuple of raw values (DoubleList, BoolList) or a tuple of
+    value indices (IntList, TensorList, OptionalTensorList; -1 is an absent optional tensor), or None."""
+
+    tag: int
+    val: object
+
+
+def _instruction(name: str, kind: int, fields: str, doc: str):
+    base = namedtuple(name, "kind " + fields)
+
+    def __new__(cls, *args, **kwargs):
+        return base.__new__(cls, kind, *args, **kwargs)
+
+    return type(name, (base,), {"__slots__": (), "__new__": __new__, "__doc__": doc, "KIND": kind,
+                                "_make": classmethod(lambda cls, it: tuple.__new__(cls, it))})
+
+
+# The instructions of a chain, named and fielded as ExecuTorch's schema (program.fbs: InstructionArguments).
+# ``kind`` is the union tag (KERNEL_CALL, ...); records are built from the other fields: KernelCall(op, args).
+KernelCall = _instruction("KernelCall", KERNEL_CALL, "op_index args",
+                          "Call operator ``op_index`` (into ``Plan.operators``) on the values ``args`` (indices).")
+DelegateCall = _instruction("DelegateCall", DELEGATE_CALL, "delegate_index args",
+                            "Run delegate ``delegate_index`` (into ``Plan.delegates``) on the values ``args``.")
+MoveCall = _instruction("MoveCall", MOVE_CALL, "move_from move_to", "Value ``move_to`` becomes value ``move_from``.")
+JumpFalseCall = _instruction("JumpFalseCall", JUMP_FALSE_CALL, "cond_value_index destination_instruction",
+                             "Jump to ``destination_instruction`` when value ``cond_value_index`` is false.")
+FreeCall = _instruction("FreeCall", FREE_CALL, "value_index", "Tensor ``value_index`` is no longer needed.")
+Instruction = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
+
+
 class DelegateDesc(_Record):
     """A BackendDelegate: backend name, where its processed blob is (0 inline, 1 segment), compile specs."""
 
@@ -110,7 +144,8 @@ class PlanHeader(_Record):
 class Plan:
     """A fully parsed and validated execution plan (one method).
 
-    ``values`` are ``(tag, payload)`` pairs; ``chains`` lists of ``(kind, a, b)`` instructions;
+    ``values`` are :class:`EValue` records; ``chains`` lists of instructions (:class:`KernelCall`,
+    :class:`DelegateCall`, :class:`MoveCall`, :class:`JumpFalseCall`, :class:`FreeCall`);
     ``buffer_sizes`` is ``non_const_buffer_sizes`` (entry 0 reserved); ``arena_extents`` what each arena really
     needs (the largest offset + size placed in it), which is what gets allocated.
     """
@@ -410,30 +445,30 @@ class _PlanReader:
                     ext[d.memory_id] = end
         return tuple(ext)
 
-    def read_value(self, i: int, ev: Table):
+    def read_value(self, i: int, ev: Table) -> EValue:
         tag, u = ev.union(4, 6, "EValue payload")
         if tag == 0 or tag == NULL:
-            return (NULL, None)
+            return EValue(NULL, None)
         if u is None:
             raise self.fail(f"value {i} has tag {tag} but no payload")
         if tag == INT:
-            return (INT, u.i64(4))
+            return EValue(INT, u.i64(4))
         if tag == BOOL:
-            return (BOOL, u.bool(4))
+            return EValue(BOOL, u.bool(4))
         if tag == DOUBLE:
-            return (DOUBLE, u.f64(4))
+            return EValue(DOUBLE, u.f64(4))
         if tag == STRING:
-            return (STRING, u.string(4, ""))
+            return EValue(STRING, u.string(4, ""))
         if tag == TENSOR:
-            return (TENSOR, self.read_tensor(i, u))
+            return EValue(TENSOR, self.read_tensor(i, u))
         if tag == INT_LIST:
-            return (INT_LIST, u.values(4, "q"))
+            return EValue(INT_LIST, u.values(4, "q"))
         if tag == DOUBLE_LIST:
-            return (DOUBLE_LIST, u.values(4, "d"))
+            return EValue(DOUBLE_LIST, u.values(4, "d"))
         if tag == BOOL_LIST:
-            return (BOOL_LIST, tuple(bool(x) for x in u.values(4, "B")))
+            return EValue(BOOL_LIST, tuple(bool(x) for x in u.values(4, "B")))
         if tag in (TENSOR_LIST, OPT_TENSOR_LIST):
-            return (tag, u.values(4, "i"))
+            return EValue(tag, u.values(4, "i"))
         raise self.fail(f"value {i} has unknown type tag {tag}")
 
     def read_tensor(self, i: int, u: Table) -> TensorDesc:
@@ -470,7 +505,7 @@ class _PlanReader:
                 raise self.fail(f"tensor value {i} has invalid data location {location}")
         return TensorDesc(st, sizes, dim_order, u.u32(14), mem_id, mem_off, dyn, fqn, location)
 
-    def read_instruction(self, ins: Table, n: int, n_ops: int, n_delegates: int):
+    def read_instruction(self, ins: Table, n: int, n_ops: int, n_delegates: int) -> Instruction:
         tag, u = ins.union(4, 6, "Instruction arguments")
         if u is None:
             raise self.fail(f"instruction with tag {tag} has no arguments")
@@ -487,18 +522,18 @@ class _PlanReader:
             if op in self.garbled_ops:
                 raise self.fail(f"KernelCall calls operator {op}, whose name is not valid UTF-8 "
                                 f"({self.garbled_ops[op]})")
-            return (KERNEL_CALL, op, tuple(idx(a, "argument") for a in u.values(6, "i")))
+            return KernelCall(op, tuple(idx(a, "argument") for a in u.values(6, "i")))
         if tag == DELEGATE_CALL:
             d = u.i32(4)
             if not 0 <= d < n_delegates:
                 raise self.fail(f"DelegateCall delegate index {d} is out of range ({n_delegates} delegates)")
-            return (DELEGATE_CALL, d, tuple(idx(a, "argument") for a in u.values(6, "i")))
+            return DelegateCall(d, tuple(idx(a, "argument") for a in u.values(6, "i")))
         if tag == MOVE_CALL:
-            return (MOVE_CALL, idx(u.i32(4), "source"), idx(u.i32(6), "destination"))
+            return MoveCall(idx(u.i32(4), "source"), idx(u.i32(6), "destination"))
         if tag == JUMP_FALSE_CALL:
-            return (JUMP_FALSE_CALL, idx(u.i32(4), "condition"), u.i32(6))
+            return JumpFalseCall(idx(u.i32(4), "condition"), u.i32(6))
         if tag == FREE_CALL:
-            return (FREE_CALL, idx(u.i32(4), "value"), None)
+            return FreeCall(idx(u.i32(4), "value"))
         raise self.fail(f"unknown instruction type {tag}")
 
     def validate_values(self, plan: Plan) -> None:

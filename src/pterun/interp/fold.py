@@ -36,7 +36,7 @@ class Folder:
     @staticmethod
     def applies(plan: Plan) -> bool:
         """Whether folding may apply: the method calls kernels and has no jumps."""
-        kinds = {ins[0] for c in plan.chains for ins in c}
+        kinds = {ins.kind for c in plan.chains for ins in c}
         return KERNEL_CALL in kinds and JUMP_FALSE_CALL not in kinds
 
     def _find_candidates(self) -> None:
@@ -56,18 +56,20 @@ class Folder:
         lists = (TENSOR_LIST, OPT_TENSOR_LIST)
         pos = 0
         for ci, chain in enumerate(plan.chains):
-            for pc, (kind, a, b) in enumerate(chain):
+            for pc, ins in enumerate(chain):
                 pos += 1
                 fp.position[(ci, pc)] = pos
-                kernel = KERNELS[plan.operators[a]] if kind == KERNEL_CALL else None
+                kind = ins.kind
+                kernel = KERNELS[plan.operators[ins.op_index]] if kind == KERNEL_CALL else None
                 if kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
-                    slots = set(b if kind != MOVE_CALL else (a, b))
+                    slots = set(ins.args if kind != MOVE_CALL else (ins.move_from, ins.move_to))
                     slots.update(j for i in tuple(slots) if tags[i] in lists for j in values[i] if j >= 0)
                     exposed.update(slots)
                     for j in slots:  # these may write too; counting only reads is the cautious side
                         reads.setdefault(j, []).append(pos)
                 if kernel is None or kernel.raw:
                     continue
+                b = ins.args
                 written, outs_only = [], True
                 for arg, vi in zip(kernel.schema.args, b):
                     tag = tags[vi]

@@ -97,12 +97,11 @@ class MethodRunner:
                     p.dtype
                 except NotSupportedError as e:
                     raise NotSupportedError(f"{self.where}: tensor value {i}: {e}") from None
-        missing = [self.plan.operators[a] for c in self.plan.chains for (k, a, _) in c
-                   if k == KERNEL_CALL and self.plan.operators[a] not in KERNELS]
+        called = [self.plan.operators[ins.op_index] for c in self.plan.chains for ins in c if ins.kind == KERNEL_CALL]
+        missing = [op for op in called if op not in KERNELS]
         if missing:
             raise OperatorMissingError(self.name, missing)
-        unsupported = sorted({self.plan.operators[a] for c in self.plan.chains for (k, a, _) in c
-                              if k == KERNEL_CALL and KERNELS[self.plan.operators[a]].not_supported})
+        unsupported = sorted({op for op in called if KERNELS[op].not_supported})
         if unsupported:
             reasons = "; ".join(f"{op}: {KERNELS[op].not_supported}" for op in unsupported)
             raise NotSupportedError(f"{self.where}: uses operator(s) pterun deliberately does not support: {reasons}")

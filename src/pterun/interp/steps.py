@@ -30,13 +30,13 @@ def find_volatile(plan: Plan, tags: list) -> set[int]:
         if tag == TENSOR and p.dynamism != STATIC:
             vol.add(i)
     for chain in plan.chains:
-        for kind, a, b in chain:
-            if kind == MOVE_CALL:
-                vol.add(b)
-            elif kind == FREE_CALL:
-                vol.add(a)
-            elif kind == KERNEL_CALL:
-                k = KERNELS[plan.operators[a]]
+        for ins in chain:
+            if ins.kind == MOVE_CALL:
+                vol.add(ins.move_to)
+            elif ins.kind == FREE_CALL:
+                vol.add(ins.value_index)
+            elif ins.kind == KERNEL_CALL:
+                k, b = KERNELS[plan.operators[ins.op_index]], ins.args
                 if k.raw:
                     positions = range(len(b)) if k.volatile_args is None else k.volatile_args
                     vol.update(b[p] for p in positions if p < len(b))
@@ -64,9 +64,10 @@ class StepBuilder:
         steps, info, events, delegates = [], [], [], {}
         has_jumps = False
         values, tags = self.values, self.tags
-        for pc, (kind, a, b) in enumerate(chain):
+        for pc, ins in enumerate(chain):
+            kind = ins.kind
             if kind == KERNEL_CALL:
-                name = self.plan.operators[a]
+                name, b = self.plan.operators[ins.op_index], ins.args
                 kernel = KERNELS[name]
                 if name in GEOMETRY_CHECKS:
                     self._check_geometry(kernel, b, pc)
@@ -79,6 +80,7 @@ class StepBuilder:
                 info.append((name, b, pc))
                 events.append(Event(ci, pc, "KernelCall", name, read))
             elif kind == DELEGATE_CALL:
+                a, b = ins.delegate_index, ins.args
                 ex = self.executors[a]
                 name = f"delegate {self.plan.delegates[a].backend_id}"
                 if hasattr(ex, "execute_observed"):
@@ -87,10 +89,12 @@ class StepBuilder:
                 info.append((name, b, pc))
                 events.append(Event(ci, pc, "DelegateCall", name, slot_reader(values, tags, _delegate_outputs(ex, b))))
             elif kind == MOVE_CALL:
+                a, b = ins.move_from, ins.move_to
                 steps.append(self._move_step(a, b))
                 info.append(("MoveCall", (a, b), pc))
                 events.append(Event(ci, pc, "MoveCall", "MoveCall", slot_reader(values, tags, (b,))))
             elif kind == JUMP_FALSE_CALL:
+                a, b = ins.cond_value_index, ins.destination_instruction
                 if not 0 <= b <= len(chain):
                     raise self.fail(f"JumpFalseCall at instruction {pc} jumps to {b}, outside the chain "
                                     f"(0..{len(chain)})")
@@ -99,6 +103,7 @@ class StepBuilder:
                 events.append(Event(ci, pc, "JumpFalseCall", "JumpFalseCall", list))
                 has_jumps = True
             elif kind == FREE_CALL:
+                a = ins.value_index
                 if self.tags[a] != TENSOR:
                     raise self.fail(f"FreeCall at instruction {pc} frees value {a}, which is not a tensor")
                 steps.append(None)  # memory is reused by the plan; nothing to release here
@@ -237,7 +242,7 @@ def _noop():
 def kernels_for(chain) -> dict:
     """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
     method that calls a kernel (a program that is all delegate calls never needs it)."""
-    if not any(ins[0] == KERNEL_CALL for ins in chain):
+    if not any(ins.kind == KERNEL_CALL for ins in chain):
         return {}
     from pterun.kernels import KERNELS
     return KERNELS
