@@ -26,7 +26,7 @@ from pathlib import Path
 __all__ = ["Tokenizer", "load_tokenizer", "StreamDecoder", "HFTokenizer", "TiktokenTokenizer",
            "SentencePieceTokenizer"]
 
-_EXTRA = "pip install 'pterun[llm]'"
+_EXTRA = "every tokenizer library: pip install 'pterun[llm]', or pip install -e '.[llm]' in a clone of pterun"
 _BOS_NAMES = ("<|begin_of_text|>", "<s>", "<bos>", "<|bos|>", "<|startoftext|>", "[BOS]")
 _EOS_NAMES = ("<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>", "<|eos|>", "<|eot_id|>", "<|im_end|>", "[EOS]")
 # Llama 3's split pattern and special-token layout: ExecuTorch's tiktoken tokenizer assumes both by default
@@ -43,8 +43,7 @@ def _need(module: str, what: str):
     try:
         return __import__(module)
     except ImportError as e:
-        raise ImportError(f"reading {what} needs the {module!r} package, part of pterun's 'llm' extra: "
-                          f"{_EXTRA}") from e
+        raise ImportError(f"reading {what} needs the {module!r} package: pip install {module} ({_EXTRA})") from e
 
 
 class Tokenizer:
