@@ -112,25 +112,29 @@ class Runtime:
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
-                products are split over this many threads of pterun's own, and BLAS is held at one thread
-                so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
-                when set, else pterun computes on the calling thread and leaves the BLAS library's own
-                setting alone.
+                products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
+                keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
+                cores the process may use. BLAS is held at one thread when a program is loaded, unless a BLAS
+                variable such as ``OPENBLAS_NUM_THREADS`` is set.
+
+        Raises:
+            ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
         """
+        from pterun import threads
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
-        if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
-            try:
-                num_threads = int(os.environ["PTERUN_NUM_THREADS"])
-            except ValueError:
-                raise ValueError(f"PTERUN_NUM_THREADS must be a positive integer, got "
-                                 f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
-        self.num_threads = num_threads
         if num_threads is not None:
-            from pterun.threads import set_blas_threads, set_num_threads
-            set_num_threads(num_threads)
-            set_blas_threads(1)
+            threads.set_num_threads(num_threads)
+            threads.hold_blas(again=True)
+        else:
+            threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
+
+    @property
+    def num_threads(self) -> int:
+        """The threads pterun computes on, process-wide (see ``num_threads=``)."""
+        from pterun import threads
+        return threads.num_threads()
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -162,6 +166,7 @@ class Runtime:
             out = self.tensor_output
         else:
             out = _default_tensor_output()
+        _hold_blas()
         buf, name, keepalive = _open(data)
         pf = read_program(buf, name)
         if verification == Verification.InternalConsistency:
@@ -187,6 +192,13 @@ class Runtime:
         program._pf.name = f"{name} (embedded program)"
         program._keepalive = (program._keepalive, keepalive)
         return BundledProgram(bf, program)
+
+
+def _hold_blas() -> None:
+    from pterun import threads
+    threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
+    if not threads._blas_held:
+        threads.hold_blas()
 
 
 def _guard(fn, *args):
