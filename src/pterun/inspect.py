@@ -17,7 +17,7 @@ from collections import Counter
 from pterun.format import dtypes
 from pterun.format.program import (DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, Plan)
 from pterun.format.ptd import read_ptd
-from pterun.runtime import Program, Runtime
+from pterun.runtime import DataPath, Program, ProgramSource, Runtime
 
 __all__ = ["describe"]
 
@@ -80,7 +80,7 @@ def _identifier(source) -> bytes:
         return f.read(8)[4:8]
 
 
-def describe_ptd(source) -> dict:
+def describe_ptd(source: ProgramSource) -> dict:
     """Keys of a ``.ptd`` external-data file with dtype, shape and size."""
     from pterun.runtime import _open
     buf, name, _keep = _open(source, what="external data file")
@@ -97,7 +97,7 @@ def describe_ptd(source) -> dict:
     return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}
 
 
-def describe(source, *, program: Program | None = None, data_path=None) -> dict:
+def describe(source: ProgramSource | None, *, program: Program | None = None, data_path: DataPath | None = None) -> dict:
     """Everything ``pterun inspect`` shows: for a ``.pte`` path/bytes (or an already loaded ``program``), a
     ``.ptd`` file (its keys), or a ``.bpte`` bundled program (its embedded program and test cases)."""
     bundled = None

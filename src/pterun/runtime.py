@@ -16,7 +16,7 @@ import mmap
 import os
 import struct
 import threading
-from typing import Any, Sequence
+from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
@@ -28,8 +28,16 @@ from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_
 from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
 
+if TYPE_CHECKING:
+    from pterun.bundled import BundledProgram
+
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
+
+#: what load_program accepts: a path (memory-mapped), bytes-like data, or a binary file object
+ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+#: external data for load_program: one .ptd (path or bytes-like) or a list of them
+DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
 TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
 _ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
@@ -142,7 +150,7 @@ class Runtime:
         """The process-wide runtime."""
         return Runtime()
 
-    def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
+    def load_program(self, data: ProgramSource, *, data_path: DataPath | None = None, verification: Verification = Verification.InternalConsistency,
                      tensor_output: str | None = None) -> "Program":
         """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
 
@@ -174,9 +182,9 @@ class Runtime:
         external = _open_data_files(data_path)
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
 
-    def load_bundled_program(self, data, *, data_path=None,
+    def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
-                             tensor_output: str | None = None):
+                             tensor_output: str | None = None) -> BundledProgram:
         """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
 
         Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
@@ -258,7 +266,7 @@ def _open(data, what: str = "program file"):
 class TensorInfo:
     """Serialized facts about one tensor input or output (sizes are upper bounds for dynamic tensors)."""
 
-    def __init__(self, desc):
+    def __init__(self, desc: Any):
         self._d = desc
 
     def sizes(self) -> tuple[int, ...]:
@@ -288,15 +296,23 @@ class TensorInfo:
                 f"is_memory_planned={self._d.is_memory_planned}, nbytes={self._d.nbytes})")
 
 
+class _Name(str):
+    """A method's name that can also be called: ``meta.name`` and ExecuTorch's ``meta.name()`` both work."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class MethodMeta:
     """Inputs and outputs of one method, readable without loading it."""
 
-    def __init__(self, plan):
+    def __init__(self, plan: Any):
         self._plan = plan
 
     @property
     def name(self) -> str:
-        return self._plan.name
+        """The method's name; ``meta.name()`` (ExecuTorch's spelling) works too."""
+        return _Name(self._plan.name)
 
     def num_inputs(self) -> int:
         return len(self._plan.inputs)

@@ -30,8 +30,12 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from typing import TYPE_CHECKING, Callable
 
 from pterun._log import logger
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
            "parallel_for", "split_dot", "splittable"]
@@ -149,7 +153,7 @@ def splittable(m: int, k: int, n: int) -> bool:
     return m >= 2 * SPLIT_MIN_ROWS and m * k * n >= SPLIT_MACS or m == 1 and k * n >= SPLIT_GEMV
 
 
-def split_dot(a, b, out) -> None:
+def split_dot(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``out = a @ b`` (2-D, ``out`` C-contiguous of the product's dtype) over pterun's threads: by rows, or by
     columns when ``a`` has one row (a decode step: each thread streams its own share of the weights)."""
     import numpy as np  # loaded by then; not at ``import pterun.threads``'s own cost
@@ -213,7 +217,7 @@ def _resolve() -> int:
     return _width
 
 
-def parallel_for(rows: int, fn, *, min_rows: int = 1) -> None:
+def parallel_for(rows: int, fn: Callable[[int, int], object], *, min_rows: int = 1) -> None:
     """Call ``fn(lo, hi)`` over ``[0, rows)`` in up to :func:`num_threads` contiguous parts, at once.
 
     Each part gets at least ``min_rows`` rows. The calling thread runs the first part. When the pool is
