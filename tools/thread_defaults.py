@@ -1,10 +1,11 @@
 """Measure pterun's out-of-the-box thread setting against the others, on a quiet and on a loaded machine.
 
-Each setting runs ``pterun bench MODEL --json`` in fresh processes, alternating over several rounds; "loaded"
-runs two copies of the same command at once (each is timed; the row reports both), and ``--cpus`` pins every
-process with ``taskset -c`` to emulate a smaller machine. The numbers are medians of per-process medians, in
-ms, and the ratio of each setting to the best one in its column; "best run" is the least disturbed process of
-each setting (the closest a shared machine gets to a quiet one). "default" is no flag and no variable.
+Each setting runs ``pterun bench MODEL --json`` in fresh processes. A round runs every setting once (in an order
+that rotates from round to round); "loaded" runs two copies of the same command at once, and ``--cpus`` pins
+every process with ``taskset -c`` to emulate a smaller machine. Since a shared machine's speed drifts over
+minutes, settings are compared within a round: each one's median call time over the best setting's in the same
+round, and the table gives the median of those ratios over the rounds, next to the median time in ms (of
+per-process medians; under load, of both copies). "default" is no flag and no variable.
 
 Usage::
 
@@ -57,24 +58,28 @@ def main() -> int:
     ap.add_argument("--cpus", help="taskset -c CPUS for every process (e.g. 0 for one core)")
     args = ap.parse_args()
     cols = {"quiet": 1, "loaded (2 copies)": 2}
-    results = {(s, c): [] for s in SETTINGS for c in cols}
-    for _ in range(args.rounds):
+    names = list(SETTINGS)
+    times = {(s, c): [] for s in names for c in cols}
+    ratios = {(s, c): [] for s in names for c in cols}
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
         for col, copies in cols.items():
-            for name, (flags, env) in SETTINGS.items():
-                results[(name, col)] += run(args.model, flags, env, args.repeat, args.cpus, copies)
-    med = {k: statistics.median(v) for k, v in results.items()}
-    low = {k: min(v) for k, v in results.items()}
-    best = {c: min(med[(s, c)] for s in SETTINGS) for c in cols}
-    best_low = {c: min(low[(s, c)] for s in SETTINGS) for c in cols}
+            got = {name: run(args.model, *SETTINGS[name], args.repeat, args.cpus, copies) for name in order}
+            per_round = {name: statistics.median(v) for name, v in got.items()}
+            best = min(per_round.values())
+            for name in names:
+                times[(name, col)] += got[name]
+                ratios[(name, col)].append(per_round[name] / best)
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model_name = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?")
     print(f"{args.model}, {args.rounds} rounds x {args.repeat} calls, CPU {model_name}, "
           f"{len(os.sched_getaffinity(0))} cores" + (f", taskset -c {args.cpus}" if args.cpus else ""))
-    print(f"{'setting':<20}" + "".join(f"{c + ': median':>24}{'best run':>22}" for c in cols))
-    for s in SETTINGS:
-        cells = "".join(f"{med[(s, c)]:>9.3f} ms ({med[(s, c)] / best[c]:4.2f}x)"
-                        f"{low[(s, c)]:>9.3f} ms ({low[(s, c)] / best_low[c]:4.2f}x)" for c in cols)
-        print(f"{s:<20}{cells}")
+    print(f"| setting | " + " | ".join(f"{c}: median | vs best in round" for c in cols) + " |")
+    print("|---|" + "---|---|" * len(cols))
+    for s in names:
+        cells = " | ".join(f"{statistics.median(times[(s, c)]):.2f} ms | {statistics.median(ratios[(s, c)]):.2f}x "
+                           f"({min(ratios[(s, c)]):.2f}-{max(ratios[(s, c)]):.2f})" for c in cols)
+        print(f"| {s} | {cells} |")
     return 0
 
 
