@@ -412,3 +412,11 @@ def test_python_dash_m(module):
                        timeout=60, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.splitlines()[-1] == "pterun demo: error: argument --repeat: must be at least 1, got 0"
+
+
+@pytest.mark.parametrize("before", [True, False])
+def test_engine_is_a_global_option_too(before, monkeypatch, capsys):
+    monkeypatch.setenv("PTERUN_ENGINE", "auto")  # the flag beats the variable (restored after the test)
+    command = ["bench", str(FIXTURES / "xnn_mlp.pte"), "--repeat", "1"]
+    assert main(["--engine", "numpy", *command] if before else [*command, "--engine", "numpy"]) == 0
+    assert "delegate 0 (XnnpackBackend): engine numpy" in capsys.readouterr().out

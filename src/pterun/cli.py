@@ -345,6 +345,9 @@ def cmd_bench(args) -> int:
               + (f"  (interrupted after {len(times)} of {args.repeat} calls)" if interrupted else ""))
     else:
         print(f"{head}; interrupted before any timed call")
+    for d in method.delegates:
+        print(f"delegate {d.index} ({d.backend}): engine {d.engine or 'its own'}"
+              + (f" ({d.reason})" if d.reason else ""))
     if args.profile and not interrupted:
         from pterun.profile import format_profile, profile
         print()
@@ -415,6 +418,9 @@ def _add_global_options(p: argparse.ArgumentParser, *, on_command: bool) -> None
     p.add_argument("--debug", action="store_true", help="show full tracebacks and debug logging", **d)
     p.add_argument("--threads", type=_positive_int, metavar="N", help="compute on N threads (default: "
                    "$PTERUN_NUM_THREADS, else the cores this process may use); BLAS stays at one thread", **d)
+    p.add_argument("--engine", choices=("auto", "numpy", "litert"), help="what runs XNNPACK delegates: LiteRT "
+                   "(on XNNPACK itself), pterun's NumPy engine, or auto: LiteRT where installed and able (default: "
+                   "$PTERUN_ENGINE, else auto)", **d)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -512,10 +518,14 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help, --version, or a usage error argparse has already printed
         return e.code if isinstance(e.code, int) else 2
     args.threads = getattr(args, "threads", None)
+    args.engine = getattr(args, "engine", None)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
         if args.threads is not None:
             pterun.Runtime(num_threads=args.threads)  # process-wide; beats $PTERUN_NUM_THREADS
+        if args.engine is not None:
+            os.environ["PTERUN_ENGINE"] = args.engine  # read by every load_program of this process; beats the
+            # variable the user set, as every flag does
         status = args.fn(args)
         sys.stdout.flush()
         return status

@@ -66,6 +66,9 @@ def _delegate_info(prog: Program, d, calls: int) -> dict:
             return info
         info["nodes"] = dict(sorted(Counter(f"XNN{n.name}" for n in graph.nodes).items()))
         info["value_datatypes"] = dict(sorted(Counter(v.dtype_name for v in graph.values.values()).items()))
+        from pterun.delegates.xnnpack import Graph, engine_for
+
+        info["engine"], info["engine_reason"] = engine_for(Graph.of(graph), prog.engine)
     return info
 
 
@@ -171,6 +174,10 @@ def _delegate_lines(delegates: list[dict]) -> list[str]:
         if nodes:
             lines.append("    nodes: " + ", ".join(f"{k} x{n}" for k, n in sorted(nodes.items())))
             lines.append("    value types: " + ", ".join(f"{k} x{n}" for k, n in sorted(types.items())))
+        engines = Counter(d["engine"] + (f" ({d['engine_reason']})" if d.get("engine_reason") else "")
+                          for d in group if "engine" in d)
+        if engines:
+            lines.append("    engine: " + ", ".join(e if n == len(group) else f"{e} x{n}" for e, n in engines.items()))
         for j, d in enumerate(group):
             if "summary_error" in d:
                 lines.append(f"    (payload {j} not readable: {d['summary_error']})")
