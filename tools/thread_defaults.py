@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=200)
     ap.add_argument("--cpus", help="taskset -c CPUS for every process (e.g. 0 for one core)")
+    ap.add_argument("--engine", choices=("auto", "numpy", "litert"), help="pterun's --engine for every run")
     args = ap.parse_args()
     cols = {"quiet": 1, "loaded (2 copies)": 2}
     names = list(SETTINGS)
@@ -64,7 +65,9 @@ def main() -> int:
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         for col, copies in cols.items():
-            got = {name: run(args.model, *SETTINGS[name], args.repeat, args.cpus, copies) for name in order}
+            engine = ["--engine", args.engine] if args.engine else []
+            got = {name: run(args.model, SETTINGS[name][0] + engine, SETTINGS[name][1], args.repeat, args.cpus, copies)
+                   for name in order}
             per_round = {name: statistics.median(v) for name, v in got.items()}
             best = min(per_round.values())
             for name in names:
@@ -73,7 +76,8 @@ def main() -> int:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     model_name = next((ln.split(":", 1)[1].strip() for ln in lscpu.splitlines() if ln.startswith("Model name")), "?")
     print(f"{args.model}, {args.rounds} rounds x {args.repeat} calls, CPU {model_name}, "
-          f"{len(os.sched_getaffinity(0))} cores" + (f", taskset -c {args.cpus}" if args.cpus else ""))
+          f"{len(os.sched_getaffinity(0))} cores" + (f", taskset -c {args.cpus}" if args.cpus else "")
+          + (f", --engine {args.engine}" if args.engine else ""))
     print(f"| setting | " + " | ".join(f"{c}: median | vs best in round" for c in cols) + " |")
     print("|---|" + "---|---|" * len(cols))
     for s in names:
