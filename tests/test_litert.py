@@ -124,7 +124,7 @@ def test_a_changed_schema_module_falls_back_with_the_reason(monkeypatch):
 
     import ai_edge_litert
 
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack import litert_env as L
 
     fake = types.ModuleType("ai_edge_litert.schema_py_generated")  # a schema module without the object API
     monkeypatch.setitem(sys.modules, "ai_edge_litert.schema_py_generated", fake)
@@ -346,13 +346,13 @@ def test_loading_an_xnnpack_program_imports_litert_and_prints_nothing():
 
 @needs_litert
 def test_stderr_capture_passes_other_writers_through(capfd, caplog):
-    from pterun.delegates.xnnpack.litert_engine import _capture_native_stderr
+    from pterun.delegates.xnnpack.litert_env import capture_native_stderr
 
     def other_thread():
         os.write(2, b"a line from another thread\n")
 
     with caplog.at_level(logging.INFO, logger="pterun"):
-        with _capture_native_stderr():
+        with capture_native_stderr():
             os.write(2, b"INFO: native log line\n")
             t = threading.Thread(target=other_thread)
             t.start()
