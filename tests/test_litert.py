@@ -227,6 +227,38 @@ def test_inputs_of_a_new_shape_resize_the_interpreter():
 
 
 @needs_litert
+def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
+    import mmap
+
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    rng = np.random.default_rng(7)
+    w, b = rng.standard_normal((96, 256), dtype=F32), rng.standard_normal(96, dtype=F32)
+    g = Graph()
+    i, o = g.input([4, 256]), g.output([4, 96])
+    g.node("FullyConnected", input1_id=i, filter_id=g.value([96, 256], data=w), bias_id=g.value([96], data=b),
+           output_id=o)
+    graph = TypedGraph.read(*g.blob())
+    plan = L.build(graph)
+    monkeypatch.setattr(L, "release_packed", lambda model, ranges: 0)
+    kept = L.build(graph)
+    (off, size), *_ = sorted(L.translate(graph).packed, key=lambda r: -r[1])
+    assert size == w.nbytes
+    model = np.frombuffer(plan._model, np.uint8)[off:off + size]
+    if sys.platform.startswith("linux"):  # whole pages of the filter are gone (read as zeros), the rest is kept
+        assert (model == 0).sum() >= size - 2 * mmap.PAGESIZE
+    np.testing.assert_array_equal(np.frombuffer(kept._model, np.uint8)[off:off + size], w.view(np.uint8).ravel())
+    for rows in (4, 7, 16):  # 7 and 16 resize the interpreter after the weights were given back
+        x = rng.standard_normal((rows, 256), dtype=F32)
+        got, ref = out_tensor((rows, 96), F32, capacity=(16, 96)), out_tensor((rows, 96), F32, capacity=(16, 96))
+        plan.execute([tensor(x), got])
+        kept.execute([tensor(x), ref])
+        np.testing.assert_array_equal(got.array, ref.array)
+        np.testing.assert_allclose(got.array, x @ w.T + b, rtol=1e-4, atol=1e-4)
+
+
+@needs_litert
 def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
     # explicit pool padding that equals SAME only at 4x4: at 5x5 LiteRT's SAME would pad differently
     g = Graph()

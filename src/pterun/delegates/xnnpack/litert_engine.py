@@ -27,6 +27,7 @@ from pterun._log import logger
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
 from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, available, capture_native_stderr, modules
+from pterun.delegates.xnnpack.litert_memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_translate import Translation, translate
 from pterun.errors import DelegateError
 
@@ -146,6 +147,7 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
     """
     _, _, Interpreter = modules()
     tr = translate(graph)
+    from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
     try:
         with capture_native_stderr():
             interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
@@ -157,4 +159,7 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
     if left:
         raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
                           "round differently from XNNPACK")
+    packed = release_packed(tr.model, tr.packed)
+    logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
+                   "bytes of the model given back", from_file, packed)
     return LiteRTPlan(interp, graph, tr, num_threads, fallback)

@@ -236,18 +236,24 @@ class _Translator(NodeRules, ModelWriter):
         if len(set(outs)) != len(outs) or set(outs) & set(ins):
             raise Unsupported("an output is another output or an input of the graph")
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
-        return Translation(self.serialize(ins, outs), ins, outs, self.fixed_shape, consts)
+        model = self.serialize(ins, outs)
+        return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
+                           tuple(data for _, data in self.blobs))
 
 
 class Translation(NamedTuple):
     """A graph as a TFLite model: its bytes, the tensor index of each external input and output (in external-id
-    order), and whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME)."""
+    order), whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME), the tensors
+    with constant data, the byte ranges of the model only XNNPACK's weight packing reads, and the arrays the
+    constants were copied from."""
 
     model: bytes
     inputs: list
     outputs: list
     fixed_shape: bool
     constants: frozenset = frozenset()
+    packed: tuple = ()
+    sources: tuple = ()
 
 
 def translate(graph: G.Graph) -> Translation:

@@ -24,6 +24,7 @@ class ModelWriter:
         self.codes: list = []
         self.buffers = [schema.BufferT()]  # buffer 0: the empty sentinel TFLite requires
         self.blobs: list[tuple[int, np.ndarray]] = []  # (buffer index, bytes to place after the flatbuffer)
+        self.op_names: list[str] = []
 
     def no(self, what: str) -> Exception:
         return ValueError(what)
@@ -74,6 +75,18 @@ class ModelWriter:
             o.builtinOptionsType = getattr(S.BuiltinOptions, options)
             o.builtinOptions = opt
         self.operators.append(o)
+        self.op_names.append(name)
+
+    def packed_ranges(self) -> list[tuple[int, int]]:
+        """(offset, size) in the model's bytes of the constants only XNNPACK's weight packing reads: filters and
+        biases of convolutions and fully-connected layers that no other operator reads. Call after serialize."""
+        packed, other = set(), set()
+        for name, o in zip(self.op_names, self.operators):
+            slots = _PACKED_INPUTS.get(name, ())
+            for i, t in enumerate(o.inputs.tolist()):
+                (packed if i in slots else other).add(t)
+        bufs = sorted({self.tensors[t].buffer for t in packed - other if t >= 0} - {0})
+        return [(self.buffers[b].offset, self.buffers[b].size) for b in bufs]
 
     def serialize(self, ins: list[int], outs: list[int]) -> bytes:
         S = self.S
@@ -125,6 +138,10 @@ class ModelWriter:
         b = flatbuffers.Builder(1 << 16)
         b.Finish(m.Pack(b), file_identifier=b"TFL3")
         return bytes(b.Output())
+
+
+# operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
+_PACKED_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECTED": (1, 2), "TRANSPOSE_CONV": (1, 3)}
 
 
 def _align(n: int, to: int = 64) -> int:
