@@ -259,6 +259,26 @@ def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
 
 
 @needs_litert
+def test_model_bytes_written_in_place_equal_the_joined_ones(monkeypatch):
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack import litert_writer as W
+
+    rng = np.random.default_rng(3)
+    g = Graph()
+    i, h, o = g.input([2, 1100]), g.internal([2, 1024]), g.output([2, 10])
+    w1, w2 = rng.standard_normal((1024, 1100), dtype=F32), rng.standard_normal((10, 1024), dtype=F32)  # 4.5 MB
+    g.node("FullyConnected", input1_id=i, filter_id=g.value([1024, 1100], data=w1), bias_id=P.INVALID_ID, output_id=h)
+    g.node("FullyConnected", input1_id=h, filter_id=g.value([10, 1024], data=w2),
+           bias_id=g.value([10], data=rng.standard_normal(10, dtype=F32)), output_id=o)
+    graph = TypedGraph.read(*g.blob())
+    made = L.translate(graph).model
+    monkeypatch.setattr(W, "new_bytes", lambda size: None)  # where the C API is not reachable
+    joined = L.translate(graph).model
+    assert type(made) is bytes and len(made) == len(joined) and made == joined
+
+
+@needs_litert
 def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
     # explicit pool padding that equals SAME only at 4x4: at 5x5 LiteRT's SAME would pad differently
     g = Graph()

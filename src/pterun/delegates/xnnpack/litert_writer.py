@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pterun.delegates.xnnpack.litert_memory import new_bytes
+
 __all__ = ["ModelWriter"]
 
 
@@ -112,13 +114,25 @@ class ModelWriter:
             if len(fb) <= at:
                 break
             at = _align(len(fb) + 4096)
-        parts, end = [fb, bytes(at - len(fb))], at
-        for _, data in self.blobs:  # one copy of the constants, straight into the model's bytes
-            parts.append(memoryview(np.ascontiguousarray(data)))
-            end += data.size
-            parts.append(bytes(_align(end) - end))
-            end = _align(end)
-        return b"".join(parts)
+        made = new_bytes(_align(pos))
+        if made is None:  # no C API: the same bytes, assembled by join
+            parts, end = [fb, bytes(at - len(fb))], at
+            for _, data in self.blobs:
+                parts.append(memoryview(np.ascontiguousarray(data)))
+                end += data.size
+                parts.append(bytes(_align(end) - end))
+                end = _align(end)
+            return b"".join(parts)
+        model, out = made  # one copy of the constants, straight into the model's bytes; every byte written
+        out[:len(fb)] = np.frombuffer(fb, np.uint8)
+        end = len(fb)
+        for b, data in self.blobs:
+            start = self.buffers[b].offset
+            out[end:start] = 0
+            out[start:start + data.size] = data
+            end = start + data.size
+        out[end:] = 0
+        return model
 
     def size_bound(self) -> int:
         """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
