@@ -13,6 +13,10 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from pterun.runtime import Method
 
 __all__ = ["ProfileRow", "profile", "format_profile"]
 
@@ -28,7 +32,7 @@ class ProfileRow:
         return self.seconds / max(self.calls, 1) * 1e6
 
 
-def profile(method, inputs, repeat: int = 10) -> list[ProfileRow]:
+def profile(method: Method, inputs: Sequence[Any], repeat: int = 10) -> list[ProfileRow]:
     """Run ``method`` on ``inputs`` ``repeat`` times with every step timed; rows sorted by time, per call.
 
     Time spent inside an XNNPACK delegate whose engine reports its nodes (the NumPy engine) is broken down by

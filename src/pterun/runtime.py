@@ -16,7 +16,7 @@ import mmap
 import os
 import struct
 import threading
-from typing import Any, Sequence
+from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
@@ -29,8 +29,17 @@ from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_
 from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
 
+if TYPE_CHECKING:
+    from pterun.bundled import BundledProgram
+    from pterun.interp.observe import Event, Hook, TraceEntry
+
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
+
+#: what load_program accepts: a path (memory-mapped), bytes-like data, or a binary file object
+ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+#: external data for load_program: one .ptd (path or bytes-like) or a list of them
+DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
 TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
 _ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
@@ -143,26 +152,30 @@ class Runtime:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
-                products are split over this many threads of pterun's own, and BLAS is held at one thread
-                so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
-                when set, else pterun computes on the calling thread and leaves the BLAS library's own
-                setting alone.
+                products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
+                keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
+                cores the process may use. BLAS is held at one thread when a program is loaded, unless a BLAS
+                variable such as ``OPENBLAS_NUM_THREADS`` is set.
+
+        Raises:
+            ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
         """
+        from pterun import threads
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
         self.engine = None if engine is None else _check_engine(engine, "engine")
-        if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
-            try:
-                num_threads = int(os.environ["PTERUN_NUM_THREADS"])
-            except ValueError:
-                raise ValueError(f"PTERUN_NUM_THREADS must be a positive integer, got "
-                                 f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
-        self.num_threads = num_threads
         if num_threads is not None:
-            from pterun.threads import set_blas_threads, set_num_threads
-            set_num_threads(num_threads)
-            set_blas_threads(1)
+            threads.set_num_threads(num_threads)
+            threads.hold_blas(again=True)
+        else:
+            threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
+
+    @property
+    def num_threads(self) -> int:
+        """The threads pterun computes on, process-wide (see ``num_threads=``)."""
+        from pterun import threads
+        return threads.num_threads()
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -170,7 +183,8 @@ class Runtime:
         """The process-wide runtime."""
         return Runtime()
 
-    def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
+    def load_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
+                     verification: Verification = Verification.InternalConsistency,
                      tensor_output: str | None = None, engine: str | None = None) -> "Program":
         """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
 
@@ -201,6 +215,7 @@ class Runtime:
             out = self.tensor_output
         else:
             out = _default_tensor_output()
+        _hold_blas()
         buf, name, keepalive = _open(data)
         pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
@@ -208,9 +223,9 @@ class Runtime:
         external = _open_data_files(data_path)
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
 
-    def load_bundled_program(self, data, *, data_path=None,
+    def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
-                             tensor_output: str | None = None, engine: str | None = None):
+                             tensor_output: str | None = None, engine: str | None = None) -> BundledProgram:
         """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
 
         Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
@@ -226,6 +241,12 @@ class Runtime:
         program._pf.name = f"{name} (embedded program)"
         program._keepalive = (program._keepalive, keepalive)
         return BundledProgram(bf, program)
+
+
+def _hold_blas() -> None:
+    from pterun import threads
+    threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
+    threads.hold_blas()  # once per process
 
 
 def _guard(fn, *args, name: str = "program"):
@@ -289,7 +310,7 @@ def _open(data, what: str = "program file"):
 class TensorInfo:
     """Serialized facts about one tensor input or output (sizes are upper bounds for dynamic tensors)."""
 
-    def __init__(self, desc):
+    def __init__(self, desc: Any):
         self._d = desc
 
     def sizes(self) -> tuple[int, ...]:
@@ -319,15 +340,23 @@ class TensorInfo:
                 f"is_memory_planned={self._d.is_memory_planned}, nbytes={self._d.nbytes})")
 
 
+class _Name(str):
+    """A method's name that can also be called: ``meta.name`` and ExecuTorch's ``meta.name()`` both work."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class MethodMeta:
     """Inputs and outputs of one method, readable without loading it."""
 
-    def __init__(self, plan):
+    def __init__(self, plan: Any):
         self._plan = plan
 
     @property
     def name(self) -> str:
-        return self._plan.name
+        """The method's name; ``meta.name()`` (ExecuTorch's spelling) works too."""
+        return _Name(self._plan.name)
 
     def num_inputs(self) -> int:
         return len(self._plan.inputs)
@@ -595,7 +624,7 @@ class Method:
                 out.append(x)
         return out
 
-    def execute(self, inputs: Sequence = (), *, hook=None) -> list:
+    def execute(self, inputs: Sequence = (), *, hook: Hook | None = None) -> list:
         """Run the method on ``inputs`` and return its outputs as a list.
 
         ``hook``, when given, is called as ``hook(event, run)`` around every instruction (and every node of a
@@ -631,7 +660,7 @@ class Method:
 
     __call__ = execute
 
-    def trace(self, inputs: Sequence = ()) -> list:
+    def trace(self, inputs: Sequence = ()) -> list[TraceEntry]:
         """Run the method once on ``inputs`` and return a :class:`~pterun.interp.observe.TraceEntry` (chain,
         instruction index, kind, operator name, delegate node, folded, copies of the outputs) for every
         instruction that wrote something, in execution order, with instructions computed at load (``folded``)
@@ -649,13 +678,13 @@ class Method:
                 restore(token)
 
     @property
-    def steps(self) -> list:
+    def steps(self) -> list[Event]:
         """What one call executes: an :class:`~pterun.interp.observe.Event` per step, chain by chain, in program
         order (instructions folded at load and FreeCalls in chains without jumps are not steps)."""
         return [ev for chain in self._runner.events for ev in chain]
 
     @property
-    def folded(self) -> list:
+    def folded(self) -> list[Event]:
         """The instructions computed once at load (constant folding), as :class:`~pterun.interp.observe.Event`."""
         return list(self._runner.folded_events)
 

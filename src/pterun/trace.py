@@ -17,6 +17,7 @@ Example::
 from __future__ import annotations
 
 import json
+import os
 from typing import NamedTuple
 
 import numpy as np
@@ -29,7 +30,7 @@ __all__ = ["Divergence", "TraceEntry", "first_divergence", "load", "save"]
 _FORMAT = "pterun-trace-1"
 
 
-def save(path, entries: list[TraceEntry]) -> None:
+def save(path: str | os.PathLike, entries: list[TraceEntry]) -> None:
     """Write ``entries`` to ``path`` (an ``.npz``); bfloat16 and other non-NumPy dtypes are stored as float32."""
     arrays, meta = {}, []
     for k, e in enumerate(entries):
@@ -41,7 +42,7 @@ def save(path, entries: list[TraceEntry]) -> None:
     np.savez(path, **arrays)
 
 
-def load(path) -> list[TraceEntry]:
+def load(path: str | os.PathLike) -> list[TraceEntry]:
     """Read a trace :func:`save` wrote; InvalidArgumentError for a file that is not one."""
     with np.load(path, allow_pickle=False) as z:
         if "__trace__" not in z.files:

@@ -20,7 +20,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,7 +29,7 @@ from pterun.format.program import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
 from pterun.interp.loop import JumpFalse
 from pterun.interp.tensor import Tensor
 
-__all__ = ["Event", "TraceEntry"]
+__all__ = ["Event", "Hook", "TraceEntry"]
 
 
 class Event:
@@ -58,6 +58,10 @@ class Event:
     def __repr__(self) -> str:
         node = f", node={self.node}" if self.node is not None else ""
         return f"Event(chain={self.chain}, index={self.index}, kind={self.kind!r}, name={self.name!r}{node})"
+
+
+#: ``hook(event, run)``: see the module docstring
+Hook = Callable[["Event", Callable[[], Any]], Any]
 
 
 class TraceEntry(NamedTuple):
