@@ -78,12 +78,13 @@ def test_batch_norm_training_mode_is_refused_like_executorch():
               True, 0.1, 1e-5, None, None, None)
 
 
-def test_random_ops_follow_the_seed():
-    random.seed(3)
-    a = _call("aten::rand.out", (4,), np.empty(4, np.float32))
-    random.seed(3)
-    b = _call("aten::rand.out", (4,), np.empty(4, np.float32))
+def test_random_ops_draw_from_the_generator_they_are_given():
+    a = KERNELS["aten::rand.out"].fn((4,), np.empty(4, np.float32), rng=np.random.default_rng(3))
+    b = KERNELS["aten::rand.out"].fn((4,), np.empty(4, np.float32), rng=np.random.default_rng(3))
     assert np.array_equal(a, b) and np.all((a >= 0) & (a < 1))
+    assert all(KERNELS[op].random and not KERNELS[op].foldable
+               for op in ("aten::rand.out", "aten::randn.out", "aten::native_dropout.out"))
+    assert not hasattr(random, "seed")  # no module generator
     out, mask = _call("aten::native_dropout.out", np.full(1000, 2.0, np.float32), 0.25, None, None, None)
     assert 0.6 < mask.mean() < 0.9 and set(np.unique(out)) <= {0.0, 2.0}  # kept values are not rescaled
 

@@ -77,6 +77,14 @@ def _default_tensor_output() -> str:
     return "numpy"
 
 
+_ENV_NO_FOLD = "PTERUN_NO_FOLD"
+
+
+def _default_fold() -> bool:
+    """Constant folding is on unless ``$PTERUN_NO_FOLD`` is set (to anything non-empty)."""
+    return not os.environ.get(_ENV_NO_FOLD)
+
+
 ENGINE_CHOICES = ("auto", "numpy", "litert")
 _ENV_ENGINE = "PTERUN_ENGINE"
 
@@ -147,10 +155,14 @@ class Runtime:
     """Entry point: ``Runtime.get().load_program(path)``."""
 
     def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None,
-                 engine: str | None = None):
+                 engine: str | None = None, fold: bool | None = None, seed: int | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
+            fold: compute instructions whose inputs are all constants once, at method load (constant
+                folding). ``None``: on, unless ``$PTERUN_NO_FOLD`` is set when a program is loaded.
+            seed: seeds the random generator each loaded method owns for its random operators (rand, randn,
+                dropout), so runs are reproducible; ``None``: seeded from OS entropy.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
                 products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
                 keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
@@ -165,6 +177,8 @@ class Runtime:
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
         self.engine = None if engine is None else _check_engine(engine, "engine")
+        self.fold = fold
+        self.seed = seed
         if num_threads is not None:
             threads.set_num_threads(num_threads)
             threads.hold_blas(again=True)
@@ -221,7 +235,9 @@ class Runtime:
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
-        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
+        fold = self.fold if self.fold is not None else _default_fold()
+        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine,
+                       fold=fold, seed=self.seed)
 
     def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
@@ -402,8 +418,9 @@ class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
     def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
-                 engine: str = "auto"):
+                 engine: str = "auto", *, fold: bool = True, seed: int | None = None):
         self._pf = pf
+        self._fold, self._seed = fold, seed  # the Runtime's configuration, passed to every method
         self._engine = engine
         self._external = external
         self._keepalive = keepalive
@@ -471,7 +488,8 @@ class Program:
                 token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
                 try:
                     runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
-                                                      external=self._external, engine=self._engine),
+                                                      external=self._external, engine=self._engine,
+                                                      fold=self._fold, seed=self._seed),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
                     restore(token)

@@ -8,7 +8,7 @@
 4. constant folding (pterun.interp.fold) and step building (pterun.interp.steps), instruction by instruction;
 
 and :meth:`MethodRunner.run` is the loop (pterun.interp.loop), or its observed twin (pterun.interp.observe)
-when a hook is given. ``PTERUN_NO_FOLD=1`` turns folding off.
+when a hook is given. The Runtime decides the configuration (``fold``, ``seed``) and passes it in.
 
 Example::
 
@@ -18,7 +18,6 @@ Example::
 
 from __future__ import annotations
 
-import os
 import threading
 
 from pterun._fpstate import quiet, restore
@@ -54,7 +53,7 @@ class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
     def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = (),
-                 engine: str = "auto"):
+                 engine: str = "auto", fold: bool = True, seed: int | None = None):
         self.pf = pf
         self.engine = engine  # which engine delegates compile for (see pterun.delegates.DelegateContext)
         self.plan = plan
@@ -74,8 +73,10 @@ class MethodRunner:
         self.folded_events: list[Event] = []  # the same, as Method.trace reports them
         self.events: list[list[Event]] = []  # per chain, per step: what an execute hook is shown
         self.delegate_steps: list[dict] = []  # per chain: step -> (executor, args getter) reporting its nodes
+        self.seed = seed  # of the generator random kernels draw from (None: OS entropy)
+        self.rng = None  # that generator, made by the first random kernel's step (numpy.random is not free)
         folder = None
-        if not os.environ.get("PTERUN_NO_FOLD") and Folder.applies(plan):
+        if fold and Folder.applies(plan):
             folder = Folder(plan, self.values, self.tags, self.volatile, self.binder, self.where, FOLD_BUDGET)
         builder = StepBuilder(self, folder)
         self.chains = [builder.build_chain(c, ci) for ci, c in enumerate(plan.chains)]

@@ -54,6 +54,14 @@ class StepBuilder:
         self.folder = folder  # pterun.interp.fold.Folder, or None: nothing is folded
         self.folded, self.folded_events = runner.folded, runner.folded_events
         self.events, self.delegate_steps = runner.events, runner.delegate_steps
+        self.runner = runner
+
+    def generator(self):
+        """The method's random generator (``Runtime(seed=)``), made on first use."""
+        r = self.runner
+        if r.rng is None:
+            r.rng = np.random.default_rng(r.seed)
+        return r.rng
 
     def build_chain(self, chain, ci: int):
         # steps are built in program order, so an instruction computed at load (folded) is done before any
@@ -157,6 +165,8 @@ class StepBuilder:
             if is_dyn:
                 dyn.append((pos, v))
         fn = kernel.fn
+        if kernel.random:  # the method's own generator, bound once
+            fn = partial(fn, rng=self.generator())
         if kernel.has_fast_path and not dyn:
             # every argument is fixed at load (static shapes, constant scalars): the kernel may hand back a
             # closure that computes straight into the output arrays, skipping promotion and the write-back
