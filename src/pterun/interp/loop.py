@@ -1,7 +1,8 @@
 """Pass 4, the execution loop: call a loaded method's steps in order, following JumpFalse where a chain has jumps.
 
 A step (pterun.interp.steps) is a zero-argument function called for its effect; its return value is ignored. A
-chain with control flow also holds :class:`JumpFalse` records, which say where to go next. Errors are reported
+chain with control flow also holds :class:`JumpFalse` records, which say where to go next; the chain's ``jumps``
+lists, per position, None or the JumpFalse's ``target``. Errors are reported
 with the failing instruction's operator and index. :func:`pterun.interp.observe.run_observed` is the same loop
 with a hook around each step.
 """
@@ -30,16 +31,16 @@ def run_chains(runner) -> None:
             if not jumps:
                 for pc, step in enumerate(steps):
                     step()
-            else:
-                n, count, limit = len(steps), 0, runner.instruction_limit()
+            else:  # ``jumps``: per position, None for a step, else the JumpFalse's target function
+                n, count, limit = len(steps), 0, runner.instruction_limit
                 while pc < n:
-                    step = steps[pc]
-                    if step.__class__ is JumpFalse:
-                        nxt = step.target()
-                        pc = pc + 1 if nxt is None else nxt
-                    else:
-                        step()
+                    target = jumps[pc]
+                    if target is None:
+                        steps[pc]()
                         pc += 1
+                    else:
+                        nxt = target()
+                        pc = pc + 1 if nxt is None else nxt
                     count += 1
                     if count > limit:
                         raise runner.loop_error(limit, n)

@@ -81,6 +81,7 @@ class MethodRunner:
         builder = StepBuilder(self, folder)
         self.chains = [builder.build_chain(c, ci) for ci, c in enumerate(plan.chains)]
         self.loop_budget = self._loop_budget()
+        self.instruction_limit = min(MAX_INSTRUCTIONS, self.loop_budget)  # per chain with jumps, per call
         self.lock = threading.Lock()
 
     # -- load ----------------------------------------------------------------------------------------------
@@ -152,10 +153,6 @@ class MethodRunner:
                 run_observed(self, hook)
         finally:
             restore(token)
-
-    def instruction_limit(self) -> int:
-        """Instructions a chain with jumps may execute per call (see LOOP_BUDGET_FACTOR)."""
-        return min(MAX_INSTRUCTIONS, self.loop_budget)
 
     def loop_error(self, limit: int, n: int) -> InvalidProgramError:
         return InvalidProgramError(f"{self.where}: executed more than {limit} instructions, the budget of a method "

@@ -112,7 +112,7 @@ def run_observed(runner, hook) -> None:
     """Run ``runner``'s chains with ``hook`` around every step (and every node of delegates that report theirs)."""
     for (jumps, steps, info), events, delegates in zip(runner.chains, runner.events, runner.delegate_steps):
         pc, count, n = 0, 0, len(steps)
-        limit = runner.instruction_limit()
+        limit = runner.instruction_limit
         try:
             while pc < n:
                 ev = events[pc]

@@ -124,7 +124,8 @@ class StepBuilder:
             self.events[-1] = [events[k] for k in keep]
             return False, [steps[k] for k in keep], [info[k] for k in keep]
         self.delegate_steps.append(delegates)
-        return True, [_noop if s is None else s for s in steps], info
+        steps = [_noop if s is None else s for s in steps]
+        return tuple(s.target if type(s) is JumpFalse else None for s in steps), steps, info
 
     def _check_geometry(self, kernel, args: tuple, pc: int) -> None:
         """Arguments fixed at load that drive a kernel's work (padding, windows, sizes) must give exactly the
