@@ -152,3 +152,20 @@ def test_divergence_names_shape_and_operator_changes():
         a, [a[0]._replace(outputs=[np.zeros(4, np.float32)])]))
     assert "the other trace runs aten::mul.out here" in str(first_divergence(a, [a[0]._replace(name="aten::mul.out")]))
     assert first_divergence(a, [a[0]._replace(outputs=[np.full(3, 1e-7, np.float32)])]) is None
+
+
+def test_programs_with_jumps_trace_each_executed_instruction(capsys):
+    m = _method("cond")
+    call = load_calls("cond")[0]
+    entries = m.trace(call["inputs"])
+    kinds = {e.kind for e in entries}
+    assert "MoveCall" in kinds and "JumpFalseCall" not in kinds and not any(e.folded for e in entries)
+    executed = [e.index for e in entries]
+    assert executed == sorted(executed)  # the taken branch, in order
+    assert_matches(entries[-1].outputs[0], call["outputs"][0], "last traced instruction of cond")
+    assert first_divergence(entries, m.trace(call["inputs"])) is None
+
+
+def test_cli_trace_needs_a_program_and_an_output(capsys):
+    assert main(["trace", str(FIXTURES / "mlp.pte")]) == 1
+    assert "trace needs MODEL.pte and --out TRACE.npz, or --compare A.npz B.npz" in capsys.readouterr().err
