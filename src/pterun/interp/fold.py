@@ -178,7 +178,8 @@ class Folder:
                 final[j] = own
                 copied += own.nbytes
         except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
-            logger().debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name, type(e).__name__, e)
+            logger().debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name,
+                           type(e).__name__, e)
             return False
         if copied > fp.budget:
             return False
