@@ -169,3 +169,12 @@ def test_programs_with_jumps_trace_each_executed_instruction(capsys):
 def test_cli_trace_needs_a_program_and_an_output(capsys):
     assert main(["trace", str(FIXTURES / "mlp.pte")]) == 1
     assert "trace needs MODEL.pte and --out TRACE.npz, or --compare A.npz B.npz" in capsys.readouterr().err
+
+
+def test_cli_trace_with_random_inputs_names_the_file_it_wrote(tmp_path, capsys):
+    out = tmp_path / "run"  # NumPy adds .npz; the message says so
+    assert main(["trace", str(FIXTURES / "mlp.pte"), "--out", str(out), "--seed", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "no --input given: using random values (seed 3)" in printed
+    assert printed.rstrip().endswith(f"to {out}.npz")
+    assert len(load(f"{out}.npz")) == 8

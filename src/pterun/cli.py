@@ -430,11 +430,11 @@ def cmd_trace(args) -> int:
     if args.input:
         inputs = _load_inputs(args.input)
     else:
-        inputs = _random_inputs(method.metadata, np.random.default_rng(args.seed))
-        print(f"no --input given: using random inputs (seed {args.seed})")
+        inputs, how = _random_inputs(program, method.metadata, args.seed)
+        print(f"no --input given: using {how}")
     entries = method.trace(inputs)
-    save(args.out, entries)
-    print(f"wrote {len(entries)} traced instructions ({sum(len(e.outputs) for e in entries)} outputs) to {args.out}")
+    written = save(args.out, entries)
+    print(f"wrote {len(entries)} traced instructions ({sum(len(e.outputs) for e in entries)} outputs) to {written}")
     return 0
 
 

@@ -30,8 +30,9 @@ __all__ = ["Divergence", "TraceEntry", "first_divergence", "load", "save"]
 _FORMAT = "pterun-trace-1"
 
 
-def save(path: str | os.PathLike, entries: list[TraceEntry]) -> None:
-    """Write ``entries`` to ``path`` (an ``.npz``); bfloat16 and other non-NumPy dtypes are stored as float32."""
+def save(path: str | os.PathLike, entries: list[TraceEntry]) -> str:
+    """Write ``entries`` to ``path`` (``.npz`` is added when the name lacks it, as NumPy does) and return the name
+    written; bfloat16 and other non-NumPy dtypes are stored as float32."""
     arrays, meta = {}, []
     for k, e in enumerate(entries):
         for j, o in enumerate(e.outputs):
@@ -39,7 +40,11 @@ def save(path: str | os.PathLike, entries: list[TraceEntry]) -> None:
         meta.append({"chain": e.chain, "index": e.index, "kind": e.kind, "name": e.name, "node": e.node,
                      "folded": e.folded, "outputs": len(e.outputs)})
     arrays["__trace__"] = np.array(json.dumps({"format": _FORMAT, "entries": meta}))
+    path = os.fspath(path)
+    if not path.endswith(".npz"):
+        path += ".npz"
     np.savez(path, **arrays)
+    return path
 
 
 def load(path: str | os.PathLike) -> list[TraceEntry]:
