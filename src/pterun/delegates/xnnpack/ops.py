@@ -518,12 +518,17 @@ def argmax_pool(x: np.ndarray, g: Geometry) -> tuple[np.ndarray, np.ndarray]:
     return best, idx
 
 
-def global_avg_pool(x: np.ndarray, keep_dims: bool) -> np.ndarray:
-    """Mean over the spatial axes of an N...C array (all but the first and last), in float32."""
+def global_avg_pool(x: np.ndarray, keep_dims: bool, divide: bool = True, exact: bool = False) -> np.ndarray:
+    """Mean over the spatial axes of an N...C array (all but the first and last), in float32; ``divide=False``
+    returns the sums; ``exact`` sums in float64 (exact for any int8 sum an int32 holds) before rounding once to
+    float32, as converting an int32 sum does."""
     n, c = x.shape[0], x.shape[-1]
     count = math.prod(x.shape[1:-1])
-    s = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=F32)  # row after row: vectorised along channels
-    np.divide(s, F32(count), out=s)
+    s = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=np.float64 if exact else F32)
+    if exact:
+        s = s.astype(F32)
+    if divide:
+        np.divide(s, F32(count), out=s)
     return s.reshape((n,) + (1,) * (x.ndim - 2) + (c,)) if keep_dims else s
 
 
@@ -598,7 +603,28 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def hardswish(x: np.ndarray) -> np.ndarray:
-    return x * np.clip(x + F32(3), 0, 6) * F32(1 / 6)
+    """x * (1/6) * clamp(x + 3, 0, 6), multiplied in XNNPACK's f32 kernel order."""
+    return np.multiply(x, F32(1 / 6), dtype=F32) * np.clip(x + F32(3), 0, 6)
+
+
+def hardswish_reference(x: np.ndarray) -> np.ndarray:
+    """(x / 6) * clamp(x + 3, 0, 6): the reference operator XNNPACK tabulates for 8-bit inputs."""
+    return np.divide(x, F32(6), dtype=F32) * np.clip(x + F32(3), 0, 6)
+
+
+def sigmoid_reference(x: np.ndarray) -> np.ndarray:
+    """e / (1 + e) with e = exp(x) in float64, 1 above 100 and 0 below -100: the tabulated reference."""
+    xd = np.clip(x.astype(np.float64), -100, 100)
+    e = np.exp(xd)
+    y = (e / (1 + e)).astype(F32)
+    y[x > 100] = 1
+    y[x < -100] = 0
+    return y
+
+
+# 8-bit static quantized unary operators are tables XNNPACK fills from its reference operators; where that
+# operator's float arithmetic differs from the fast kernel's, the table uses this one
+LUT_REFERENCE = {"Hardswish": hardswish_reference, "Sigmoid": sigmoid_reference}
 
 
 UNARY = {

@@ -58,6 +58,100 @@ def requantize(acc: np.ndarray, multiplier, zero_point: int, qmin: int, qmax: in
     return y.astype(dtype)
 
 
+def mean_params(in_scale: float, in_zero_point: int, out_scale: float, out_zero_point: int,
+                count: int) -> tuple[np.float32, np.float32]:
+    """(multiplier, offset) of XNNPACK's static int8 mean over ``count`` elements.
+
+    XNNPACK sums the raw stored integers in int32, converts the sum to float32 and quantizes it with
+    ``rint(sum * multiplier + offset)``: ``multiplier = (in_scale / out_scale) * (1 / count)`` and the input zero
+    point folded into the offset, ``out_zero_point - (count * in_zero_point) * multiplier``, all in float32.
+    Averaging the dequantized values instead rounds differently on a few percent of the outputs.
+    """
+    mult = F32(F32(in_scale) / F32(out_scale)) * (F32(1) / F32(count))
+    offset = F32(out_zero_point) - F32(count * in_zero_point) * mult
+    return F32(mult), F32(offset)
+
+
+def requantize_sum(acc: np.ndarray, multiplier, offset, qmin: int, qmax: int, dtype) -> np.ndarray:
+    """``clamp(rint(float32(acc) * multiplier + offset))`` (XNNPACK's int32 -> int8 convert); ``acc`` is a
+    float32 temporary holding exact integer sums, overwritten."""
+    np.multiply(acc, multiplier, out=acc)
+    acc += offset
+    np.rint(acc, out=acc)
+    np.clip(acc, qmin, qmax, out=acc)
+    return acc.astype(dtype)
+
+
+def quantize_reference(x: np.ndarray, scale: float, zero_point: int, dtype, qmin: int | None = None,
+                       qmax: int | None = None) -> np.ndarray:
+    """``clamp(rint(x * (1/scale) + zero_point))`` in float32: XNNPACK's reference quantization, which builds
+    the 256-entry tables of static int8 unary operators. Unlike :func:`quantize` the zero point is added
+    *before* rounding, which decides values within an ulp of a half step differently."""
+    lo, hi = QRANGE[np.dtype(dtype)]
+    y = np.multiply(np.asarray(x, F32), inverse(scale), dtype=F32)
+    y += F32(zero_point)
+    np.rint(y, out=y)
+    np.clip(y, lo if qmin is None else qmin, hi if qmax is None else qmax, out=y)
+    return y.astype(dtype)
+
+
+class AddParams:
+    """XNNPACK's fixed-point static int8 addition: ``(bias + a * a_mult + b * b_mult) >> shift`` + zero point.
+
+    The multipliers are ``a_scale / out_scale`` and ``b_scale / out_scale`` (float32) with 21 significant bits,
+    sharing one shift chosen from the larger; ``bias`` holds the half-step rounding term and both input zero
+    points, so ties round up (towards +inf), not to even. ``sign_b = -1`` makes the subtraction.
+    """
+
+    __slots__ = ("a_mult", "b_mult", "shift", "bias", "out_zero_point")
+
+    def __init__(self, a_scale: float, a_zero_point: int, b_scale: float, b_zero_point: int, out_scale: float,
+                 out_zero_point: int, sign_b: int = 1):
+        a_os = F32(a_scale) / F32(out_scale)
+        b_os = F32(F32(b_scale) * F32(sign_b)) / F32(out_scale)
+        top = max(abs(a_os), abs(b_os))
+        exponent = int((np.array(top, F32).view(np.uint32) >> 23) & 0xFF) - 127
+        shift = 20 - exponent
+        if not 12 <= shift <= 30:
+            raise ValueError(f"scale ratio {float(top):.7g} is outside XNNPACK's [2**-10, 2**8) range for int8 add")
+        self.a_mult = int(math.copysign(np.rint(np.ldexp(abs(a_os), shift, dtype=F32)), a_os))
+        self.b_mult = int(math.copysign(np.rint(np.ldexp(abs(b_os), shift, dtype=F32)), b_os))
+        self.shift = shift
+        self.bias = (1 << (shift - 1)) - self.a_mult * int(a_zero_point) - self.b_mult * int(b_zero_point)
+        self.out_zero_point = int(out_zero_point)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, qmin: int, qmax: int, dtype) -> np.ndarray:
+        acc = a.astype(np.int32) * np.int32(self.a_mult)  # |a * mult| < 2**29: int32 holds the sum
+        acc = acc + b.astype(np.int32) * np.int32(self.b_mult)
+        acc += np.int32(self.bias)
+        acc >>= self.shift  # arithmetic shift: floor
+        acc += np.int32(self.out_zero_point)
+        np.clip(acc, qmin, qmax, out=acc)
+        return acc.astype(dtype)
+
+
+class MulParams:
+    """XNNPACK's static int8 multiplication: the integer product of the zero-point-corrected inputs, converted
+    to float32, times ``(a_scale * b_scale) / out_scale`` (float32), rounded to even, plus the zero point."""
+
+    __slots__ = ("a_zero_point", "b_zero_point", "scale", "out_zero_point")
+
+    def __init__(self, a_scale: float, a_zero_point: int, b_scale: float, b_zero_point: int, out_scale: float,
+                 out_zero_point: int):
+        self.a_zero_point, self.b_zero_point = int(a_zero_point), int(b_zero_point)
+        self.scale = F32(F32(a_scale) * F32(b_scale)) / F32(out_scale)
+        self.out_zero_point = int(out_zero_point)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray, qmin: int, qmax: int, dtype) -> np.ndarray:
+        acc = (a.astype(np.int32) - np.int32(self.a_zero_point)) * (b.astype(np.int32) - np.int32(self.b_zero_point))
+        y = acc.astype(F32)  # |acc| <= 2**16: exact
+        y *= self.scale
+        np.rint(y, out=y)
+        y += F32(self.out_zero_point)
+        np.clip(y, qmin, qmax, out=y)
+        return y.astype(dtype)
+
+
 def dequantize(q: np.ndarray, scale, zero_point) -> np.ndarray:
     """``(q - zero_point) * scale`` in float32; ``scale``/``zero_point`` may broadcast (per channel)."""
     y = q.astype(F32)
