@@ -89,3 +89,14 @@ def test_reference_quantization_adds_the_zero_point_before_rounding():
     x = np.array([0.5000001], np.float32)
     assert Q.quantize(x, 1.0, -128, np.int8).tolist() == [-127]
     assert Q.quantize_reference(x, 1.0, -128, np.int8).tolist() == [-128]
+
+
+def test_int8_to_int8_convert_keeps_the_ratio_to_one_256th_and_rounds_halves_up():
+    cvt = Q.RequantizeParams(0.3, 2, 0.7, -1)  # 256 * 0.3 / 0.7 = 109.7 -> 110
+    assert cvt.mult == 110 and cvt.bias == (-1 << 8) - 110 * 2 + 128
+    x = np.array([-128, -3, 0, 2, 50, 127], np.int8)
+    want = [min(max(((int(v) - 2) * 110 + 128) // 256 - 1, -128), 127) for v in x.tolist()]
+    assert cvt(x).tolist() == want
+    assert cvt(np.array([127], np.int8), -128, 20).tolist() == [20]
+    with pytest.raises(ValueError, match=r"outside XNNPACK's \[2\*\*-8, 2\*\*7\] range"):
+        Q.RequantizeParams(1.0, 0, 1000.0, 0)

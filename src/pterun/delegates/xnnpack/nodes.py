@@ -309,6 +309,18 @@ def build_convert(c: Compiler, node) -> None:
     rin, rout = c.rep(node.input_id), c.rep(node.output_id)
     if rin.same_grid(rout):
         return emit_raw(c, node, lambda a: a, node.input_id, node.output_id)
+    if rin.kind == rout.kind == "static" and rin.dtype == rout.dtype == np.int8:  # int8 -> int8 requantization
+        try:
+            op = Q.RequantizeParams(rin.scale, rin.zero_point, rout.scale, rout.zero_point)
+        except ValueError as e:
+            raise c.fail(str(e)) from None
+        qlo, qhi = Q.fused_range(node.output_min, node.output_max, rout.scale, rout.zero_point, rout.dtype)
+        i, o = c.slot(node.input_id), c.out_slot(node.output_id)
+
+        def step(env):
+            env[o] = op(env[i], qlo, qhi)
+
+        return c.emit(step)
     emit_unary(c, node, lambda a: a, node.input_id, node.output_id, fresh=False)
 
 

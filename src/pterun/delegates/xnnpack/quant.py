@@ -130,6 +130,29 @@ class AddParams:
         return acc.astype(dtype)
 
 
+class RequantizeParams:
+    """XNNPACK's static int8 -> int8 Convert: an 8-bit fixed-point multiplier ``rint(256 * in_scale /
+    out_scale)``, ``(x * mult + (out_zp << 8) - mult * in_zp + 128) >> 8``: halves round up, and the ratio
+    itself is only kept to 1/256."""
+
+    __slots__ = ("mult", "bias")
+
+    def __init__(self, in_scale: float, in_zero_point: int, out_scale: float, out_zero_point: int):
+        ratio = F32(in_scale) / F32(out_scale)
+        if not 2.0**-8 <= ratio <= 2.0**7:
+            raise ValueError(f"scale ratio {float(ratio):.7g} is outside XNNPACK's [2**-8, 2**7] range for an "
+                             f"int8 to int8 convert")
+        self.mult = int(np.rint(F32(256) * ratio))
+        self.bias = (int(out_zero_point) << 8) - self.mult * int(in_zero_point) + 0x80
+
+    def __call__(self, x: np.ndarray, qmin: int = -128, qmax: int = 127) -> np.ndarray:
+        acc = x.astype(np.int32) * np.int32(self.mult)
+        acc += np.int32(self.bias)
+        acc >>= 8
+        np.clip(acc, qmin, qmax, out=acc)
+        return acc.astype(np.int8)
+
+
 class MulParams:
     """XNNPACK's static int8 multiplication: the integer product of the zero-point-corrected inputs, converted
     to float32, times ``(a_scale * b_scale) / out_scale`` (float32), rounded to even, plus the zero point."""
