@@ -81,6 +81,8 @@ def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int,
         ws = weight_scales(c, w_id, channels)
         acc_scale = F32(rx.scale) * ws
         kernel = make_kernel(weight_ints(c, w_id), bias_array(c, node.bias_id, channels, acc_scale))
+        if hasattr(kernel, "k_splits"):  # |x - zero point| <= 255: split K where a float32 sum could round
+            kernel.k_splits = ops.exact_splits(kernel.wmat if hasattr(kernel, "wmat") else kernel.w_kn, 255)
         mult = (acc_scale / F32(ro.scale)).astype(F32)
         qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
         zx, zo, dt = F32(rx.zero_point), ro.zero_point, ro.dtype
@@ -123,13 +125,16 @@ def build_fully_connected(c: Compiler, node) -> None:
         add_bias = None if bias is None else ops.BiasAdd(bias)
 
         def kernel(a):
+            cuts = kernel.k_splits
             if exact is not None:
                 rows = Q.qd8_rows(a, k)
                 if rows is not None:
                     return exact(*rows).reshape(a.shape[:-1] + (n_out,))
             a2 = a.reshape(-1, k)
             m = a2.shape[0]
-            if threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
+            if cuts is not None:
+                y = ops.split_matmul(a2, w_kn, cuts)
+            elif threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
                 y = np.empty((m, n_out), F32)
                 threads.split_dot(a2, w_kn, y)
             else:
@@ -138,6 +143,7 @@ def build_fully_connected(c: Compiler, node) -> None:
                 add_bias(y)
             return y.reshape(a.shape[:-1] + (n_out,))
 
+        kernel.k_splits, kernel.w_kn = None, w_kn
         return kernel
 
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, n_out, make_kernel)

@@ -214,6 +214,37 @@ class BiasAdd:
         return y
 
 
+def exact_splits(w_kn: np.ndarray, peak_input: float) -> list | None:
+    """Cut points along K (axis -2 of integer-valued ``[..., k, n]`` weights) such that no partial sum of a
+    chunk can reach 2**24 when inputs are at most ``peak_input`` in magnitude, or None when the whole sum
+    already cannot: float32 BLAS then sums those integers exactly, in any order, as XNNPACK's int32 does."""
+    a = np.abs(np.asarray(w_kn, np.float64))
+    col = a.reshape(-1, a.shape[-2], a.shape[-1])
+    limit = (2**24 - 1) / max(peak_input, 1.0)
+    if float(col.sum(axis=1).max(initial=0.0)) < limit:
+        return None
+    row = col.max(axis=(0, 2))  # the largest |w| of each k: a bound for every column at once
+    cuts, acc = [0], 0.0
+    for k, r in enumerate(row):
+        if acc + r >= limit:
+            cuts.append(k)
+            acc = 0.0
+        acc += r
+    cuts.append(len(row))
+    return cuts
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray, cuts: list | None) -> np.ndarray:
+    """``a @ b`` in float32; with ``cuts``, chunk by chunk of K (each exact) added in float64 (exact)."""
+    if cuts is None:
+        return np.matmul(a, b)
+    acc = None
+    for k0, k1 in zip(cuts[:-1], cuts[1:]):
+        part = np.matmul(a[..., k0:k1], b[..., k0:k1, :]).astype(np.float64)
+        acc = part if acc is None else np.add(acc, part, out=acc)
+    return acc.astype(F32)
+
+
 class Conv2d:
     """NHWC convolution as one GEMM; ``weight`` is OHWI ``[groups*ocg, kh, kw, icg]``.
 
@@ -238,6 +269,7 @@ class Conv2d:
             self.wmat = np.ascontiguousarray(w.reshape(groups, kh * kw * icg, ocg), dtype=F32)
         self.bias = None if bias is None else BiasAdd(bias)
         self.clamp: tuple | None = None
+        self.k_splits: list | None = None  # see exact_splits: set on integer weights whose sums could round
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n, h, w, c = x.shape
@@ -270,7 +302,7 @@ class Conv2d:
         cols = self._im2col(padded(x, g.pads(h, w), "conv_pad"), n, c, 0, oh, ow)
         icg = c // self.groups
         cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
-        y = np.matmul(cols, self.wmat).transpose(1, 0, 2).reshape(m, self.oc)
+        y = split_matmul(cols, self.wmat, self.k_splits).transpose(1, 0, 2).reshape(m, self.oc)
         if self.bias is not None:
             self.bias(y)
         if self.clamp is not None:
@@ -279,7 +311,10 @@ class Conv2d:
 
     def _gemm(self, cols: np.ndarray, y: np.ndarray) -> None:
         """``y = cols @ wmat (+ bias, clamped)`` for one block of rows, written in place."""
-        np.dot(cols, self.wmat, out=y)  # 2-D dot: BLAS on either memory order, less call overhead than matmul
+        if self.k_splits is None:
+            np.dot(cols, self.wmat, out=y)  # 2-D dot: BLAS on either memory order, less overhead than matmul
+        else:
+            y[...] = split_matmul(cols, self.wmat, self.k_splits)
         if self.bias is not None:
             self.bias(y)
         if self.clamp is not None:
