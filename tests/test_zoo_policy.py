@@ -56,3 +56,12 @@ def test_shape_nan_and_integer_outputs_are_exact(kind):
     assert policy.check(kind, n, e) == (False, "NaN positions differ")
     i = np.array([1, 2, 3], np.int64)
     assert policy.check(kind, np.array([1, 2, 4], np.int64), i) == (False, "1 of 3 differ")
+
+
+def test_float_bound_widens_to_twice_the_references_own_disagreement_only_above_1e4():
+    e = np.array([10.0, -2.0], np.float32)
+    a = e + np.array([1.3e-3, 0], np.float32)  # 1.3e-4 of scale
+    assert policy.check("float", a, e, floor=4e-5) == (False, "1.3e-04 of scale")
+    ok, measure = policy.check("float", a, e, floor=1.2e-4)
+    assert ok and measure == "1.3e-04 of scale (ExecuTorch's portable vs XNNPACK: 1.2e-04)"
+    assert not policy.check("float", e + np.float32(2.5e-3), e, floor=1.2e-4)[0]

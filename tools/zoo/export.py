@@ -124,7 +124,9 @@ def export_model(name: str, root: Path, variants: list, missing: bool) -> None:
             and not (missing and (out / f"{v}.json").exists())]
     if not todo:
         return
-    g = torch.Generator().manual_seed(sum(map(ord, name)))  # stable across runs, unlike hash()
+    seed = sum(map(ord, name))  # stable across runs, unlike hash()
+    torch.manual_seed(seed)  # torchvision / torchaudio initialise weights from the global generator
+    g = torch.Generator().manual_seed(seed)
     try:
         module, inputs = stage("build", build, g)
         with torch.no_grad():

@@ -1,6 +1,9 @@
 """The tolerance policy pterun is held to against ExecuTorch's outputs (stated once, in the README too).
 
-* float programs (portable, XNNPACK fp32): ``max|pterun - reference| <= 1e-4 * max|reference|``;
+* float programs (portable, XNNPACK fp32): ``max|pterun - reference| <= 1e-4 * max|reference|``; where
+  ExecuTorch's own portable and XNNPACK programs of the same weights differ by more than half that (a deep
+  random network can amplify float32 rounding to 1e-4), the bound is twice their difference: a third float32
+  evaluation order is expected to land about as far from either as they are from each other. The line says so;
 * static int8 programs (PT2E): every element within one output quantization step, ``max|diff| <= scale``
   (the output's dequantize scale; a hair of float slack for the dequantization itself);
 * dynamically quantized programs (8da4w / 8da8w: float outputs of int8 x intN GEMMs): within ``1e-3`` of
@@ -27,8 +30,10 @@ def estimate_step(values: np.ndarray) -> float | None:
     return float(np.min(np.diff(u)))
 
 
-def check(kind: str, actual: np.ndarray, expected: np.ndarray, scale: float | None = None) -> tuple[bool, str]:
-    """(passes, measurement) for one output under the policy of ``kind`` (float, static, dynamic)."""
+def check(kind: str, actual: np.ndarray, expected: np.ndarray, scale: float | None = None,
+          floor: float | None = None) -> tuple[bool, str]:
+    """(passes, measurement) for one output under the policy of ``kind`` (float, static, dynamic); ``floor``
+    is the reference's own float disagreement (portable vs XNNPACK) relative to scale, when known."""
     if actual.shape != expected.shape:
         return False, f"shape {actual.shape} != {expected.shape}"
     if expected.dtype.kind != "f":
@@ -50,4 +55,6 @@ def check(kind: str, actual: np.ndarray, expected: np.ndarray, scale: float | No
     ref_scale = max(float(np.abs(e[finite]).max(initial=0.0)), 1e-30)
     rel = worst / ref_scale
     limit = FLOAT_REL if kind == "float" else DYNAMIC_REL
+    if kind == "float" and floor is not None and 2 * floor > limit:
+        return rel <= 2 * floor, f"{rel:.1e} of scale (ExecuTorch's portable vs XNNPACK: {floor:.1e})"
     return rel <= limit, f"{rel:.1e} of scale"

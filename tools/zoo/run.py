@@ -50,7 +50,9 @@ results = []
 if len(outs) != len(expected):
     results.append((False, f"{len(outs)} outputs, expected {len(expected)}"))
 for j, (a, e) in enumerate(zip(outs, expected)):
-    results.append(policy.check(meta["kind"], np.asarray(a), e, scales[j] if j < len(scales) else None))
+    floors = meta.get("float_floor") or []
+    results.append(policy.check(meta["kind"], np.asarray(a), e, scales[j] if j < len(scales) else None,
+                                floors[j] if j < len(floors) else None))
 assert "torch" not in sys.modules, "pterun imported torch"
 print(json.dumps({"ok": all(r[0] for r in results), "measure": "; ".join(r[1] for r in results),
                   "load_s": t1 - t0, "run_s": t2 - t1}))
@@ -75,6 +77,26 @@ def run_case(pte: Path, npz: Path, meta: dict, poison: Path, engine: str | None,
         err = [ln for ln in r.stderr.strip().splitlines() if ln.strip()]
         return {"ok": False, "measure": "error: " + (err[-1] if err else f"exit {r.returncode}")}
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def reference_floor(model_dir: Path) -> list | None:
+    """Per output: how far ExecuTorch's portable and XNNPACK fp32 programs of the same weights are apart,
+    relative to scale (None when one of them is missing)."""
+    import numpy as np
+
+    try:
+        with np.load(model_dir / "portable.npz") as a, np.load(model_dir / "xnn_fp32.npz") as b:
+            outs = sorted((k for k in a.files if k.startswith("out")), key=lambda k: int(k[3:]))
+            floors = []
+            for k in outs:
+                x, y = a[k].astype(np.float64), b[k].astype(np.float64)
+                if x.shape != y.shape or x.dtype.kind != "f":
+                    floors.append(None)
+                    continue
+                floors.append(float(np.abs(x - y).max(initial=0.0) / max(np.abs(x).max(initial=0.0), 1e-30)))
+            return floors
+    except (FileNotFoundError, KeyError):
+        return None
 
 
 def main(argv=None) -> int:
@@ -114,6 +136,8 @@ def main(argv=None) -> int:
                     print(f"{case:42s} {family:12s} {'-':8s} REF-FAIL  at {meta.get('stage')}: "
                           f"{meta.get('reason', '')[:150]}", flush=True)
                     continue
+                if meta["kind"] == "float":
+                    meta["float_floor"] = reference_floor(root / name)
                 t0 = time.time()
                 res = run_case(root / name / f"{variant}.pte", root / name / f"{variant}.npz", meta, poison,
                                args.engine, args.timeout, args.src)
