@@ -161,7 +161,9 @@ def main(argv=None) -> int:
             if v in tally:
                 t = tally[v]
                 print(f"| {v} | {t['pass']} | {t['fail']} | {t['ref_failed']} |")
-        print(f"| **all** | **{total['pass']}** | **{total['fail']}** | **{total['ref_failed']}** |")
+        print(f"| **all** | **{total['pass']}** | **{total['fail']}** | **{total['ref_failed']}** |\n")
+        for fam in sorted(families):
+            print(f"- {fam} ({len(families[fam])}): {', '.join(sorted(families[fam]))}")
     return 1 if failed else 0
 
 
