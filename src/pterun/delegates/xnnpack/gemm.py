@@ -80,6 +80,8 @@ def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int,
         ws = weight_scales(c, w_id, channels)
         acc_scale = F32(rx.scale) * ws
         kernel = make_kernel(weight_ints(c, w_id), bias_array(c, node.bias_id, channels, acc_scale))
+        if hasattr(kernel, "k_splits"):  # |x - zero point| <= 255: split K where a float32 sum could round
+            kernel.k_splits = ops.exact_splits(kernel.wmat if hasattr(kernel, "wmat") else kernel.w_kn, 255)
         mult = (acc_scale / F32(ro.scale)).astype(F32)
         qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
         zx, zo, dt = F32(rx.zero_point), ro.zero_point, ro.dtype
@@ -114,6 +116,7 @@ def build_fully_connected(c: Compiler, node) -> None:
     n_out = wv.dims[1] if transposed else wv.dims[0]
     if wv.data is None:
         return emit_dynamic_fc(c, node, transposed)
+    exact = qd8_exact_gemm(c, node, transposed, n_out)
 
     def make_kernel(w, bias):
         w_kn = np.asarray(w if transposed else w.T, dtype=F32)  # [in, out]: a view, BLAS reads it transposed
@@ -121,9 +124,16 @@ def build_fully_connected(c: Compiler, node) -> None:
         add_bias = None if bias is None else ops.BiasAdd(bias)
 
         def kernel(a):
+            cuts = kernel.k_splits
+            if exact is not None:
+                rows = Q.qd8_rows(a, k)
+                if rows is not None:
+                    return exact(*rows).reshape(a.shape[:-1] + (n_out,))
             a2 = a.reshape(-1, k)
             m = a2.shape[0]
-            if threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
+            if cuts is not None:
+                y = ops.split_matmul(a2, w_kn, cuts)
+            elif threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
                 y = np.empty((m, n_out), F32)
                 threads.split_dot(a2, w_kn, y)
             else:
@@ -132,9 +142,27 @@ def build_fully_connected(c: Compiler, node) -> None:
                 add_bias(y)
             return y.reshape(a.shape[:-1] + (n_out,))
 
+        kernel.k_splits, kernel.w_kn = None, w_kn
         return kernel
 
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, n_out, make_kernel)
+
+
+def qd8_exact_gemm(c: Compiler, node, transposed: bool, n_out: int):
+    """The integer-exact kernel for qdint8 input x per-channel / blockwise quantized constant weights, or None."""
+    wv = c.value(node.filter_id)
+    q = wv.quant
+    if c.rep(node.input1_id).kind != "dynamic" or q is None or q.kind not in (G.PER_CHANNEL, G.PER_CHANNEL_GROUP):
+        return None
+    w = c.const(node.filter_id)
+    w = w.T if transposed else w  # [out, in]
+    bias = bias_array(c, node.bias_id, n_out)
+    if q.kind == G.PER_CHANNEL:
+        return Q.Qd8ChannelGemm(w, weight_scales(c, node.filter_id, n_out), bias)
+    k, gs = w.shape[1], q.group_size
+    if transposed or gs <= 0 or k % gs or q.scale.size != n_out * (k // gs) or gs > 16384:
+        return None
+    return Q.Qd8BlockGemm(w, q.scale, gs, bias)
 
 
 def emit_dynamic_fc(c: Compiler, node, transposed: bool) -> None:

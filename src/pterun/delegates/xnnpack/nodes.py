@@ -89,9 +89,11 @@ def lut_step(c: Compiler, node, fn) -> bool:
     if node.name == "Softmax":
         return False
     codes = np.arange(256, dtype=np.uint8).view(rin.dtype)
+    fn = ops.LUT_REFERENCE.get(node.name, fn)
     with np.errstate(all="ignore"):  # e.g. log of the negative codes: whatever they become, as in XNNPACK
         real = np.nan_to_num(fn(rin.real()(codes)).astype(F32))
-        table = rout.store(node.output_min, node.output_max)(real)
+        qlo, qhi = Q.fused_range(node.output_min, node.output_max, rout.scale, rout.zero_point, rout.dtype)
+        table = Q.quantize_reference(real, rout.scale, rout.zero_point, rout.dtype, qlo, qhi)
     i, o = c.slot(node.input_id), c.out_slot(node.output_id)
 
     def step(env):
@@ -110,6 +112,8 @@ def build_copy(c: Compiler, node) -> None:
 def build_binary(c: Compiler, node) -> None:
     fn = ops.BINARY[node.name]
     a, b, o = c.slot(node.input1_id), c.slot(node.input2_id), c.out_slot(node.output_id)
+    if integer_binary(c, node, a, b, o):
+        return
     ra, rb = c.rep(node.input1_id).real(), c.rep(node.input2_id).real()
     st = c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True)
     ra, rb = ra or (lambda x: x), rb or (lambda x: x)
@@ -119,6 +123,29 @@ def build_binary(c: Compiler, node) -> None:
         env[o] = f((env[a], env[b]))
 
     c.emit(step)
+
+
+def integer_binary(c: Compiler, node, a: int, b: int, o: int) -> bool:
+    """Static int8 add, subtract and multiply in XNNPACK's integer arithmetic; False when not applicable."""
+    r1, r2, ro = c.rep(node.input1_id), c.rep(node.input2_id), c.rep(node.output_id)
+    if node.name not in ("Add", "Subtract", "Multiply") or not (
+            r1.kind == r2.kind == ro.kind == "static" and r1.dtype == r2.dtype == ro.dtype == np.int8):
+        return False
+    if node.name == "Multiply":
+        op = Q.MulParams(r1.scale, r1.zero_point, r2.scale, r2.zero_point, ro.scale, ro.zero_point)
+    else:
+        try:
+            op = Q.AddParams(r1.scale, r1.zero_point, r2.scale, r2.zero_point, ro.scale, ro.zero_point,
+                             -1 if node.name == "Subtract" else 1)
+        except ValueError as e:
+            raise c.fail(str(e)) from None
+    qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
+
+    def step(env):
+        env[o] = op(env[a], env[b], qlo, qhi, np.int8)
+
+    c.emit(step)
+    return True
 
 
 # -- shape / data movement -----------------------------------------------------------------------------------
@@ -208,6 +235,19 @@ def build_avg_pool(c: Compiler, node) -> None:
 @builds("GlobalAvgPooling2d")
 def build_global_avg_pool(c: Compiler, node) -> None:
     keep = bool(node.flags & G.FLAG_KEEP_DIMS)
+    rin, rout = c.rep(node.input_id), c.rep(node.output_id)
+    if rin.kind == rout.kind == "static" and rin.dtype.itemsize == 1:  # integer sums, as XNNPACK's mean
+        i, o = c.slot(node.input_id), c.out_slot(node.output_id)
+        qlo, qhi = Q.fused_range(node.output_min, node.output_max, rout.scale, rout.zero_point, rout.dtype)
+
+        def step(env):
+            a = env[i]
+            count = a.size // max(a.shape[0] * a.shape[-1], 1)
+            mult, offset = Q.mean_params(rin.scale, rin.zero_point, rout.scale, rout.zero_point, count)
+            s = ops.global_avg_pool(a, keep, divide=False, exact=count > 2**16)  # int sums, exact
+            env[o] = Q.requantize_sum(s, mult, offset, qlo, qhi, rout.dtype)
+
+        return c.emit(step)
     emit_unary(c, node, lambda a: ops.global_avg_pool(a, keep), node.input_id, node.output_id)
 
 
@@ -245,6 +285,18 @@ def build_convert(c: Compiler, node) -> None:
     rin, rout = c.rep(node.input_id), c.rep(node.output_id)
     if rin.same_grid(rout):
         return emit_raw(c, node, lambda a: a, node.input_id, node.output_id)
+    if rin.kind == rout.kind == "static" and rin.dtype == rout.dtype == np.int8:  # int8 -> int8 requantization
+        try:
+            op = Q.RequantizeParams(rin.scale, rin.zero_point, rout.scale, rout.zero_point)
+        except ValueError as e:
+            raise c.fail(str(e)) from None
+        qlo, qhi = Q.fused_range(node.output_min, node.output_max, rout.scale, rout.zero_point, rout.dtype)
+        i, o = c.slot(node.input_id), c.out_slot(node.output_id)
+
+        def step(env):
+            env[o] = op(env[i], qlo, qhi)
+
+        return c.emit(step)
     emit_unary(c, node, lambda a: a, node.input_id, node.output_id, fresh=False)
 
 

@@ -215,6 +215,37 @@ class BiasAdd:
         return y
 
 
+def exact_splits(w_kn: np.ndarray, peak_input: float) -> list | None:
+    """Cut points along K (axis -2 of integer-valued ``[..., k, n]`` weights) such that no partial sum of a
+    chunk can reach 2**24 when inputs are at most ``peak_input`` in magnitude, or None when the whole sum
+    already cannot: float32 BLAS then sums those integers exactly, in any order, as XNNPACK's int32 does."""
+    a = np.abs(np.asarray(w_kn, np.float64))
+    col = a.reshape(-1, a.shape[-2], a.shape[-1])
+    limit = (2**24 - 1) / max(peak_input, 1.0)
+    if float(col.sum(axis=1).max(initial=0.0)) < limit:
+        return None
+    row = col.max(axis=(0, 2))  # the largest |w| of each k: a bound for every column at once
+    cuts, acc = [0], 0.0
+    for k, r in enumerate(row):
+        if acc + r >= limit:
+            cuts.append(k)
+            acc = 0.0
+        acc += r
+    cuts.append(len(row))
+    return cuts
+
+
+def split_matmul(a: np.ndarray, b: np.ndarray, cuts: list | None) -> np.ndarray:
+    """``a @ b`` in float32; with ``cuts``, chunk by chunk of K (each exact) added in float64 (exact)."""
+    if cuts is None:
+        return np.matmul(a, b)
+    acc = None
+    for k0, k1 in zip(cuts[:-1], cuts[1:]):
+        part = np.matmul(a[..., k0:k1], b[..., k0:k1, :]).astype(np.float64)
+        acc = part if acc is None else np.add(acc, part, out=acc)
+    return acc.astype(F32)
+
+
 class Conv2d:
     """NHWC convolution as one GEMM; ``weight`` is OHWI ``[groups*ocg, kh, kw, icg]``.
 
@@ -239,6 +270,7 @@ class Conv2d:
             self.wmat = np.ascontiguousarray(w.reshape(groups, kh * kw * icg, ocg), dtype=F32)
         self.bias = None if bias is None else BiasAdd(bias)
         self.clamp: tuple | None = None
+        self.k_splits: list | None = None  # see exact_splits: set on integer weights whose sums could round
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         n, h, w, c = x.shape
@@ -271,7 +303,7 @@ class Conv2d:
         cols = self._im2col(padded(x, g.pads(h, w), "conv_pad"), n, c, 0, oh, ow)
         icg = c // self.groups
         cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
-        y = np.matmul(cols, self.wmat).transpose(1, 0, 2).reshape(m, self.oc)
+        y = split_matmul(cols, self.wmat, self.k_splits).transpose(1, 0, 2).reshape(m, self.oc)
         if self.bias is not None:
             self.bias(y)
         if self.clamp is not None:
@@ -280,7 +312,10 @@ class Conv2d:
 
     def _gemm(self, cols: np.ndarray, y: np.ndarray) -> None:
         """``y = cols @ wmat (+ bias, clamped)`` for one block of rows, written in place."""
-        np.dot(cols, self.wmat, out=y)  # 2-D dot: BLAS on either memory order, less call overhead than matmul
+        if self.k_splits is None:
+            np.dot(cols, self.wmat, out=y)  # 2-D dot: BLAS on either memory order, less overhead than matmul
+        else:
+            y[...] = split_matmul(cols, self.wmat, self.k_splits)
         if self.bias is not None:
             self.bias(y)
         if self.clamp is not None:
@@ -519,12 +554,17 @@ def argmax_pool(x: np.ndarray, g: Geometry) -> tuple[np.ndarray, np.ndarray]:
     return best, idx
 
 
-def global_avg_pool(x: np.ndarray, keep_dims: bool) -> np.ndarray:
-    """Mean over the spatial axes of an N...C array (all but the first and last), in float32."""
+def global_avg_pool(x: np.ndarray, keep_dims: bool, divide: bool = True, exact: bool = False) -> np.ndarray:
+    """Mean over the spatial axes of an N...C array (all but the first and last), in float32; ``divide=False``
+    returns the sums; ``exact`` sums in float64 (exact for any int8 sum an int32 holds) before rounding once to
+    float32, as converting an int32 sum does."""
     n, c = x.shape[0], x.shape[-1]
     count = math.prod(x.shape[1:-1])
-    s = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=F32)  # row after row: vectorised along channels
-    np.divide(s, F32(count), out=s)
+    s = np.add.reduce(x.reshape(n, count, c), axis=1, dtype=np.float64 if exact else F32)
+    if exact:
+        s = s.astype(F32)
+    if divide:
+        np.divide(s, F32(count), out=s)
     return s.reshape((n,) + (1,) * (x.ndim - 2) + (c,)) if keep_dims else s
 
 
@@ -585,7 +625,28 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def hardswish(x: np.ndarray) -> np.ndarray:
-    return x * np.clip(x + F32(3), 0, 6) * F32(1 / 6)
+    """x * (1/6) * clamp(x + 3, 0, 6), multiplied in XNNPACK's f32 kernel order."""
+    return np.multiply(x, F32(1 / 6), dtype=F32) * np.clip(x + F32(3), 0, 6)
+
+
+def hardswish_reference(x: np.ndarray) -> np.ndarray:
+    """(x / 6) * clamp(x + 3, 0, 6): the reference operator XNNPACK tabulates for 8-bit inputs."""
+    return np.divide(x, F32(6), dtype=F32) * np.clip(x + F32(3), 0, 6)
+
+
+def sigmoid_reference(x: np.ndarray) -> np.ndarray:
+    """e / (1 + e) with e = exp(x) in float64, 1 above 100 and 0 below -100: the tabulated reference."""
+    xd = np.clip(x.astype(np.float64), -100, 100)
+    e = np.exp(xd)
+    y = (e / (1 + e)).astype(F32)
+    y[x > 100] = 1
+    y[x < -100] = 0
+    return y
+
+
+# 8-bit static quantized unary operators are tables XNNPACK fills from its reference operators; where that
+# operator's float arithmetic differs from the fast kernel's, the table uses this one
+LUT_REFERENCE = {"Hardswish": hardswish_reference, "Sigmoid": sigmoid_reference}
 
 
 UNARY = {

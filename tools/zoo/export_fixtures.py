@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Export the small committed fixtures for the static int8 rules the model zoo found.
+
+Run with the reference virtualenv::
+
+    .ref/bin/python tools/zoo/export_fixtures.py
+
+Writes ``tests/fixtures/zoo/NAME.pte`` + ``NAME.npz`` (the manifest format of ``tools/export_fixtures.py``:
+``__manifest__`` lists the calls, ``c<call>_in<i>`` / ``c<call>_out<j>`` hold the inputs and ExecuTorch's
+outputs). Both programs are PT2E static int8 (XNNPACKQuantizer, per-channel) lowered to XNNPACK:
+
+* ``qint8_add``: ``x + y``, ``x - y`` and ``x * y`` on hand-placed int8 grids (quantize / dequantize pairs as
+  convert_pt2e writes them) where the sum's scale is twice the inputs': XNNPACK adds in fixed point (21-bit
+  multipliers, ties rounded up) and multiplies through a float32 product scale, so adding or multiplying the
+  dequantized floats lands about half of these sums on another code; and 2x2 average pools, which XNNPACK
+  computes from the integer sums with the zero point folded in before rounding;
+* ``qint8_se``: a mobile block (conv, hardswish, squeeze-excitation with average pool / hardsigmoid / mul, a
+  residual add, a global average pool) with each stage as an output, so a failure names the stage. The
+  quantizer leaves hardswish and hardsigmoid in float; the pools, the mul and the add run in int8.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+warnings.filterwarnings("ignore")
+OUT = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "zoo"
+
+
+def qdq(x, scale: float, zero_point: int):
+    """Fake-quantize to int8 the way convert_pt2e writes it (the XNNPACK partitioner lowers these pairs)."""
+    q = torch.ops.quantized_decomposed.quantize_per_tensor.default(x, scale, zero_point, -128, 127, torch.int8)
+    return torch.ops.quantized_decomposed.dequantize_per_tensor.default(q, scale, zero_point, -128, 127,
+                                                                         torch.int8)
+
+
+class Arith(nn.Module):
+    """Hand-placed int8 grids: the sum's scale is exactly twice the inputs' (half the sums are ties, which
+    XNNPACK rounds up and round-half-to-even does not); the product scale ratio is 0.5 in float32 arithmetic;
+    2x2 means whose input and output zero points differ by an odd number (XNNPACK folds the zero point in
+    before rounding the tie to even)."""
+
+    def forward(self, x, y):
+        a, b = qdq(x, 0.02, 3), qdq(y, 0.02, -5)
+        pooled = nn.functional.adaptive_avg_pool2d(qdq(x.reshape(8, 64, 2, 2), 0.02, 3), 1)  # 2x2 means
+        return (qdq(a + b, 0.04, 1), qdq(a - b, 0.04, -2), qdq(qdq(x, 0.1, 0) * qdq(y, 0.1, 0), 0.02, 0),
+                qdq(pooled, 0.02, 0))
+
+
+class SEBlock(nn.Module):
+    def __init__(self, c: int = 8):
+        super().__init__()
+        self.expand = nn.Conv2d(c, 2 * c, 1)
+        self.dw = nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c)
+        self.se1 = nn.Conv2d(2 * c, c, 1)
+        self.se2 = nn.Conv2d(c, 2 * c, 1)
+        self.project = nn.Conv2d(2 * c, c, 1)
+
+    def forward(self, x):
+        a = nn.functional.hardswish(self.dw(self.expand(x)))
+        s = nn.functional.hardsigmoid(self.se2(torch.relu(self.se1(nn.functional.adaptive_avg_pool2d(a, 1)))))
+        b = a * s
+        r = self.project(b) + x
+        return a, s, b, r, nn.functional.adaptive_avg_pool2d(r, 1)
+
+
+def lower(model: nn.Module, example: tuple, calib: list):
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                         get_symmetric_quantization_config)
+    from executorch.exir import to_edge_transform_and_lower
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    gm = torch.export.export(model, example).module()
+    prepared = prepare_pt2e(gm, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))
+    for c in calib:
+        prepared(*c)
+    ep = torch.export.export(convert_pt2e(prepared), example)
+    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+
+
+def record(name: str, et, calls: list) -> None:
+    from executorch.runtime import Runtime
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    pte = OUT / f"{name}.pte"
+    pte.write_bytes(et.buffer)
+    method = Runtime.get().load_program(str(pte)).load_method("forward")
+    arrays, manifest = {}, []
+    for c, inputs in enumerate(calls):
+        outs = method.execute(list(inputs))
+        for i, x in enumerate(inputs):
+            arrays[f"c{c}_in{i}"] = x.numpy()
+        for j, o in enumerate(outs):
+            arrays[f"c{c}_out{j}"] = o.numpy()
+        manifest.append({"method": "forward", "inputs": [{"array": f"c{c}_in{i}"} for i in range(len(inputs))],
+                         "outputs": [{"array": f"c{c}_out{j}"} for j in range(len(outs))]})
+    arrays["__manifest__"] = np.array(json.dumps(manifest))
+    np.savez_compressed(OUT / f"{name}.npz", **arrays)
+    print(f"{name}: {len(et.buffer)} bytes, {len(calls)} call(s)")
+
+
+def main() -> int:
+    g = torch.Generator().manual_seed(13)
+    if "se" not in sys.argv[1:]:
+        # every code of x against random codes of y
+        xs = ((torch.arange(-128, 128, dtype=torch.float32) - 3) * 0.02).repeat(8, 1)
+        ys = (torch.randint(-128, 128, (8, 256), generator=g).float() + 5) * 0.02
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower  # also registers quantized_decomposed
+
+        ep = torch.export.export(Arith(), (xs, ys))
+        et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        record("qint8_add", et, [(xs, ys)])
+
+    torch.manual_seed(5)
+    m = SEBlock().eval()
+    x = torch.randn(1, 8, 8, 8, generator=g)
+    et = lower(m, (x,), [(torch.randn(1, 8, 8, 8, generator=g) * 1.5,) for _ in range(6)])
+    record("qint8_se", et, [(x,), (torch.randn(1, 8, 8, 8, generator=g) * 2,)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
