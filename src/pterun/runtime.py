@@ -16,21 +16,29 @@ import mmap
 import os
 import struct
 import threading
-from typing import Any, Sequence
+from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
 from pterun._fpstate import quiet, restore
-from pterun.delegates import BACKENDS
-from pterun.errors import InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
+from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
+from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
 from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
 
+if TYPE_CHECKING:
+    from pterun.bundled import BundledProgram
+
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
+
+#: what load_program accepts: a path (memory-mapped), bytes-like data, or a binary file object
+ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+#: external data for load_program: one .ptd (path or bytes-like) or a list of them
+DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
 TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
 _ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
@@ -66,6 +74,34 @@ def _default_tensor_output() -> str:
             return "torch"
         raise ValueError(f"{_ENV_ET_OUTPUT} must be 'executorch' or 'torch', got {env!r}")
     return "numpy"
+
+
+ENGINE_CHOICES = ("auto", "numpy", "litert")
+_ENV_ENGINE = "PTERUN_ENGINE"
+
+
+def _check_engine(value: str, source: str) -> str:
+    v = str(value).strip().lower()
+    if v not in ENGINE_CHOICES:
+        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in ENGINE_CHOICES)}, got {value!r}")
+    return v
+
+
+def _resolve_engine(*choices) -> str:
+    """The first given of (argument, Runtime setting), else ``$PTERUN_ENGINE``, else "auto"; "litert" is checked to
+    be importable now, so a missing LiteRT is an error at load rather than at the first delegate."""
+    engine = next((c for c in choices if c is not None), None)
+    if engine is None:
+        env = os.environ.get(_ENV_ENGINE)
+        engine = _check_engine(env, _ENV_ENGINE) if env else "auto"
+    if engine == "litert":
+        from pterun.delegates.xnnpack.litert_engine import available
+
+        why = available()
+        if why is not None:
+            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {why} "
+                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
+    return engine
 
 
 def _import_torch():
@@ -109,29 +145,36 @@ class OperatorRegistry:
 class Runtime:
     """Entry point: ``Runtime.get().load_program(path)``."""
 
-    def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None):
+    def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None,
+                 engine: str | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
+            engine: default for :meth:`load_program`'s ``engine``.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
-                products are split over this many threads of pterun's own, and BLAS is held at one thread
-                so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
-                when set, else pterun computes on the calling thread and leaves the BLAS library's own
-                setting alone.
+                products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
+                keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
+                cores the process may use. BLAS is held at one thread when a program is loaded, unless a BLAS
+                variable such as ``OPENBLAS_NUM_THREADS`` is set.
+
+        Raises:
+            ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
         """
+        from pterun import threads
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
-        if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
-            try:
-                num_threads = int(os.environ["PTERUN_NUM_THREADS"])
-            except ValueError:
-                raise ValueError(f"PTERUN_NUM_THREADS must be a positive integer, got "
-                                 f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
-        self.num_threads = num_threads
+        self.engine = None if engine is None else _check_engine(engine, "engine")
         if num_threads is not None:
-            from pterun.threads import set_blas_threads, set_num_threads
-            set_num_threads(num_threads)
-            set_blas_threads(1)
+            threads.set_num_threads(num_threads)
+            threads.hold_blas(again=True)
+        else:
+            threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
+
+    @property
+    def num_threads(self) -> int:
+        """The threads pterun computes on, process-wide (see ``num_threads=``)."""
+        from pterun import threads
+        return threads.num_threads()
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -139,8 +182,9 @@ class Runtime:
         """The process-wide runtime."""
         return Runtime()
 
-    def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
-                     tensor_output: str | None = None) -> "Program":
+    def load_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
+                     verification: Verification = Verification.InternalConsistency,
+                     tensor_output: str | None = None, engine: str | None = None) -> "Program":
         """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
 
         Args:
@@ -152,27 +196,35 @@ class Runtime:
             tensor_output: ``"numpy"`` or ``"torch"``: what tensor outputs of this program are. Decided here,
                 once; defaults to the Runtime's setting, then ``$PTERUN_TENSOR_OUTPUT``, then
                 ``$EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), then ``"numpy"``.
+            engine: what runs XNNPACK-delegated graphs: ``"litert"`` (LiteRT, on XNNPACK itself), ``"numpy"``
+                (pterun's NumPy engine) or ``"auto"``: LiteRT where it is installed and takes the whole delegate
+                graph, else NumPy. A graph LiteRT cannot take runs on NumPy under either, with the reason in
+                :attr:`Method.delegates`. Decided here, once; defaults to the Runtime's setting, then
+                ``$PTERUN_ENGINE``, then ``"auto"``.
 
         Raises:
             InvalidProgramError: the data is not a valid program.
             TypeError: ``data`` is of an unsupported type.
+            DelegateError: ``engine="litert"`` but LiteRT is not installed.
         """
+        engine = _resolve_engine(None if engine is None else _check_engine(engine, "engine"), self.engine)
         if tensor_output is not None:
             out = _check_tensor_output(tensor_output, "tensor_output")
         elif self.tensor_output is not None:
             out = self.tensor_output
         else:
             out = _default_tensor_output()
+        _hold_blas()
         buf, name, keepalive = _open(data)
         pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
-        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
+        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
 
-    def load_bundled_program(self, data, *, data_path=None,
+    def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
-                             tensor_output: str | None = None):
+                             tensor_output: str | None = None, engine: str | None = None) -> BundledProgram:
         """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
 
         Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
@@ -184,10 +236,16 @@ class Runtime:
         buf, name, keepalive = _open(data, what="bundled program")
         bf = _guard(read_bundled, buf, name, name=name)
         program = self.load_program(bf.program, data_path=data_path, verification=verification,
-                                    tensor_output=tensor_output)
+                                    tensor_output=tensor_output, engine=engine)
         program._pf.name = f"{name} (embedded program)"
         program._keepalive = (program._keepalive, keepalive)
         return BundledProgram(bf, program)
+
+
+def _hold_blas() -> None:
+    from pterun import threads
+    threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
+    threads.hold_blas()  # once per process
 
 
 def _guard(fn, *args, name: str = "program"):
@@ -251,7 +309,7 @@ def _open(data, what: str = "program file"):
 class TensorInfo:
     """Serialized facts about one tensor input or output (sizes are upper bounds for dynamic tensors)."""
 
-    def __init__(self, desc):
+    def __init__(self, desc: Any):
         self._d = desc
 
     def sizes(self) -> tuple[int, ...]:
@@ -281,15 +339,23 @@ class TensorInfo:
                 f"is_memory_planned={self._d.is_memory_planned}, nbytes={self._d.nbytes})")
 
 
+class _Name(str):
+    """A method's name that can also be called: ``meta.name`` and ExecuTorch's ``meta.name()`` both work."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class MethodMeta:
     """Inputs and outputs of one method, readable without loading it."""
 
-    def __init__(self, plan):
+    def __init__(self, plan: Any):
         self._plan = plan
 
     @property
     def name(self) -> str:
-        return self._plan.name
+        """The method's name; ``meta.name()`` (ExecuTorch's spelling) works too."""
+        return _Name(self._plan.name)
 
     def num_inputs(self) -> int:
         return len(self._plan.inputs)
@@ -334,8 +400,10 @@ class MethodMeta:
 class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
-    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
+                 engine: str = "auto"):
         self._pf = pf
+        self._engine = engine
         self._external = external
         self._keepalive = keepalive
         self._tensor_output = tensor_output
@@ -348,6 +416,12 @@ class Program:
     def tensor_output(self) -> str:
         """``"numpy"`` or ``"torch"``: fixed when the program was loaded."""
         return self._tensor_output
+
+    @property
+    def engine(self) -> str:
+        """``"auto"``, ``"numpy"`` or ``"litert"``: the engine choice for XNNPACK delegates, fixed at load. What
+        each delegate runs on is in :attr:`Method.delegates`."""
+        return self._engine
 
     @property
     def method_names(self) -> set[str]:
@@ -378,7 +452,8 @@ class Program:
                 plan = self._plan(name)
                 token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
                 try:
-                    runner = _guard(MethodRunner, self._pf, plan, self._shared_arenas, self._external,
+                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
+                                                      external=self._external, engine=self._engine),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
                     restore(token)
@@ -474,6 +549,13 @@ class Method:
     @property
     def name(self) -> str:
         return self._runner.name
+
+    @property
+    def delegates(self) -> list[DelegateInfo]:
+        """One :class:`~pterun.delegates.DelegateInfo` (index, backend, engine, reason) per delegate: which engine
+        runs it, and why not LiteRT when an XNNPACK delegate runs on NumPy although LiteRT was allowed."""
+        r = self._runner
+        return [delegate_info(i, d.backend_id, ex) for i, (d, ex) in enumerate(zip(r.plan.delegates, r.executors))]
 
     def _check_inputs(self, inputs) -> list:
         if type(inputs) is not list and type(inputs) is not tuple and (

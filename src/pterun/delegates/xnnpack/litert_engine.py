@@ -1,0 +1,165 @@
+"""The LiteRT engine: a typed XNNPACK graph translated at load into one TFLite model, run by LiteRT on XNNPACK.
+
+LiteRT (``ai-edge-litert``, the TensorFlow Lite runtime) runs CPU graphs with XNNPACK, the library ExecuTorch's
+XNNPACK delegate runs. :func:`~.litert_translate.translate` turns a :class:`~.graph.Graph` into TFLite model bytes
+in memory; :func:`build` creates the interpreter with pterun's thread count, checks that LiteRT's XNNPACK delegate
+took *every* operator (LiteRT's builtin kernels round differently, so a partly delegated graph is refused), and
+returns a :class:`LiteRTPlan` whose ``execute(args)`` has the NumPy plan's contract.
+
+Anything the translation does not cover raises :class:`Unsupported` with the reason; anything missing from the
+installation raises :class:`Unavailable`. The caller then runs the graph on the NumPy engine. The pieces:
+:mod:`.litert_env` (the installed modules, LiteRT's native stderr), :mod:`.litert_writer` (the TFLite model
+bytes), :mod:`.litert_translate` and :mod:`.litert_nodes` (graph and node translation).
+
+Example::
+
+    >>> plan = build(Graph.read(blob, named_data), num_threads=2)   # doctest: +SKIP
+    >>> plan.execute([input_tensor, output_tensor])                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from pterun._log import logger
+from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.binding import input_array, write_output
+from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, available, capture_native_stderr, modules
+from pterun.delegates.xnnpack.litert_memory import release_packed, release_sources
+from pterun.delegates.xnnpack.litert_translate import Translation, translate
+from pterun.errors import DelegateError
+
+__all__ = ["Unavailable", "Unsupported", "LiteRTPlan", "build", "translate", "available"]
+
+
+class LiteRTPlan:
+    """An interpreter over the translated model. ``execute(args)`` sets the inputs (resizing the interpreter's
+    tensors when a shape changes), invokes, and writes each output into its DelegateCall tensor (one copy out
+    of LiteRT's arena). Calls are serialized: an interpreter runs one invocation at a time."""
+
+    engine = "litert"
+    engine_reason: str | None = None
+
+    def __init__(self, interp, graph: G.Graph, tr: Translation, num_threads: int, fallback=None):
+        in_idx, out_idx = tr.inputs, tr.outputs
+        self._fallback = fallback  # () -> a NumPy plan, for input shapes this model cannot take
+        self._numpy = None
+        self._interp = interp
+        self._model = tr.model  # the interpreter reads its constants from these bytes
+        self.fixed_shape = tr.fixed_shape
+        self.num_threads = num_threads
+        self.inputs = [(v.external_id, t, np.dtype(G.STORAGE_DTYPES[v.datatype])) for v, t in zip(graph.inputs, in_idx)]
+        self.outputs = [(v.external_id, t) for v, t in zip(graph.outputs, out_idx)]
+        self._shapes = {t: tuple(int(d) for d in v.dims) for v, t in zip(graph.inputs, in_idx)}
+        self._lock = threading.Lock()
+        self._set = interp.set_tensor
+        self._invoke = interp.invoke
+        self._views = {t: interp.tensor(t) for _, t in self.outputs}
+
+    @property
+    def arity(self) -> int:
+        return max([e for e, *_ in self.inputs] + [e for e, _ in self.outputs], default=-1) + 1
+
+    def execute(self, args: list) -> None:
+        try:
+            arrays = [(t, input_array(args, ext, dt)) for ext, t, dt in self.inputs]
+        except IndexError:
+            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        with self._lock:
+            if self._numpy is not None:
+                return self._numpy.execute(args)
+            resized = False
+            try:
+                for t, a in arrays:
+                    if a.shape != self._shapes[t]:
+                        if self.fixed_shape:
+                            raise Unsupported(f"input shape {list(a.shape)}: the model's SAME pool padding "
+                                              f"equals the graph's padding only at {list(self._shapes[t])}")
+                        self._resize(t, a.shape)
+                        resized = True
+                if resized:
+                    self._reallocate()
+            except Unsupported as e:
+                if self._fallback is None:
+                    raise DelegateError(f"XNNPACK delegate (LiteRT engine): {e}") from None
+                self._switch_to_numpy(str(e))
+                return self._numpy.execute(args)
+            try:
+                for t, a in arrays:
+                    if a.flags.c_contiguous:
+                        self._set(t, a)
+                    else:  # e.g. a channels-last input: one strided copy into LiteRT's buffer
+                        self._interp.tensor(t)()[...] = a
+                self._invoke()
+            except (ValueError, RuntimeError) as e:
+                raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
+            for ext, t in self.outputs:
+                write_output(args, ext, self._views[t]())
+
+    def _resize(self, t: int, shape: tuple) -> None:
+        try:
+            self._interp.resize_tensor_input(t, list(shape))
+        except (ValueError, RuntimeError) as e:
+            raise Unsupported(f"LiteRT cannot resize an input to {list(shape)}: {str(e).strip()[:200]}") from e
+        self._shapes[t] = tuple(shape)
+
+    def _reallocate(self) -> None:
+        try:
+            with capture_native_stderr():
+                self._interp.allocate_tensors()
+        except (ValueError, RuntimeError) as e:
+            raise Unsupported(f"LiteRT cannot reshape the graph: {str(e).strip()[:200]}") from e
+
+    def _switch_to_numpy(self, reason: str) -> None:
+        """From now on run on the NumPy engine (an input shape the LiteRT model cannot take)."""
+        self._numpy = self._fallback()
+        self.engine, self.engine_reason = "numpy", reason
+        self._interp = self._views = self._set = self._invoke = None  # the interpreter and its memory go
+        logger().info("XNNPACK delegate moves to the NumPy engine: %s", reason)
+
+
+def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:
+    """Names of the operators left to LiteRT's builtin kernels (empty when XNNPACK runs the whole graph).
+
+    LiteRT lists the model's operators and then one ``DELEGATE`` node per XNNPACK partition. The graph runs
+    wholly on XNNPACK when every graph output comes out of a partition and every partition reads only graph
+    inputs, constants, or other partitions' outputs.
+    """
+    delegates = [o for o in ops if o.get("op_name") == "DELEGATE"]
+    produced = {int(t) for o in delegates for t in o["outputs"]}
+    allowed = produced | set(tr.inputs) | set(tr.constants)
+    missing = {int(t) for o in delegates for t in o["inputs"] if int(t) >= 0} - allowed
+    missing |= set(tr.outputs) - produced
+    if not delegates:
+        return sorted({o.get("op_name", "?") for o in ops}) or ["the graph"]
+    return sorted({o.get("op_name", "?") for o in ops if o.get("op_name") != "DELEGATE"
+                   and {int(t) for t in o["outputs"]} & missing})
+
+
+def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
+    """Translate ``graph`` and create its interpreter on LiteRT's XNNPACK path.
+
+    Raises :class:`Unsupported` (the reason) when the translation or XNNPACK does not take the whole graph, and
+    :class:`Unavailable` when LiteRT is missing. ``fallback()``, when given, makes the NumPy plan the LiteRT plan
+    moves to if a later call brings input shapes the model cannot take.
+    """
+    _, _, Interpreter = modules()
+    tr = translate(graph)
+    from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
+    try:
+        with capture_native_stderr():
+            interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
+            interp.allocate_tensors()
+            ops = interp._get_ops_details()
+    except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
+        raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
+    left = _not_delegated(ops, tr)
+    if left:
+        raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
+                          "round differently from XNNPACK")
+    packed = release_packed(tr.model, tr.packed)
+    logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
+                   "bytes of the model given back", from_file, packed)
+    return LiteRTPlan(interp, graph, tr, num_threads, fallback)
