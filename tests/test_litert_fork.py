@@ -9,6 +9,10 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +25,7 @@ pytestmark = [
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
 ]
 
+SRC = Path(__file__).resolve().parents[1] / "src"
 FIXTURES_RUN = ("xnn_mobilenet_v2", "xnn_transformer", "xnn_mlp")  # one delegate, several, a small one
 
 
@@ -96,3 +101,21 @@ def test_a_child_can_load_and_drop_programs_of_its_own():
 
     assert _in_child(own) == 0
     assert keep
+
+
+def test_a_child_that_exits_normally_does_not_crash_at_shutdown():
+    # the parent's interpreters must outlive the child's interpreter shutdown too (os._exit above skips it)
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path[:0] = [{str(SRC)!r}, {str(Path(__file__).parent)!r}]
+        from test_litert_fork import _loaded
+        loaded = _loaded(2)
+        pid = os.fork()
+        if pid == 0:
+            for _, m, x, _want in loaded:
+                m.execute(x)
+            sys.exit(0)
+        print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """)
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout.strip()) == (0, "0"), r.stderr[-2000:]

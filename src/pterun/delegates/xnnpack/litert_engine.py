@@ -19,7 +19,9 @@ Example::
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -46,17 +48,33 @@ class LiteRTPlan:
         in_idx, out_idx = tr.inputs, tr.outputs
         self._fallback = fallback  # () -> a NumPy plan, for input shapes this model cannot take
         self._numpy = None
-        self._interp = interp
-        self._model = tr.model  # the interpreter reads its constants from these bytes
+        self._graph = graph  # to build the interpreter again in a forked child
         self.fixed_shape = tr.fixed_shape
         self.num_threads = num_threads
         self.inputs = [(v.external_id, t, np.dtype(G.STORAGE_DTYPES[v.datatype])) for v, t in zip(graph.inputs, in_idx)]
         self.outputs = [(v.external_id, t) for v, t in zip(graph.outputs, out_idx)]
-        self._shapes = {t: tuple(int(d) for d in v.dims) for v, t in zip(graph.inputs, in_idx)}
         self._lock = threading.Lock()
+        self._use(interp, tr)
+        _PLANS.add(self)
+
+    def _use(self, interp, tr: Translation) -> None:
+        self._interp = interp
+        self._model = tr.model  # the interpreter reads its constants from these bytes
+        self._shapes = {t: tuple(int(d) for d in v.dims) for v, t in zip(self._graph.inputs, tr.inputs)}
         self._set = interp.set_tensor
         self._invoke = interp.invoke
         self._views = {t: interp.tensor(t) for _, t in self.outputs}
+
+    def _forked(self) -> None:
+        """In a forked child: the interpreter's thread pool has no threads here, so it is neither run nor
+        destroyed (destroying it joins threads that only the parent has); the first call builds a new one."""
+        self._lock = threading.Lock()  # another thread of the parent may have held it at the fork
+        if self._invoke is not None:
+            self._interp = self._model = self._views = self._set = self._invoke = None
+
+    def _rebuild(self) -> None:
+        interp, tr = _interpreter(self._graph, self.num_threads)
+        self._use(interp, tr)
 
     @property
     def arity(self) -> int:
@@ -70,6 +88,11 @@ class LiteRTPlan:
         with self._lock:
             if self._numpy is not None:
                 return self._numpy.execute(args)
+            if self._invoke is None:  # first call in a forked child
+                try:
+                    self._rebuild()
+                except Unsupported as e:
+                    raise DelegateError(f"XNNPACK delegate (LiteRT engine) in a forked process: {e}") from None
             resized = False
             try:
                 for t, a in arrays:
@@ -145,12 +168,19 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
     :class:`Unavailable` when LiteRT is missing. ``fallback()``, when given, makes the NumPy plan the LiteRT plan
     moves to if a later call brings input shapes the model cannot take.
     """
+    interp, tr = _interpreter(graph, num_threads)
+    return LiteRTPlan(interp, graph, tr, num_threads, fallback)
+
+
+def _interpreter(graph: G.Graph, num_threads: int) -> tuple:
+    """(interpreter, translation) for ``graph``, wholly on XNNPACK, its packed weights' sources given back."""
     _, _, Interpreter = modules()
     tr = translate(graph)
     from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
     try:
         with capture_native_stderr():
             interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
+            _INTERPRETERS.add(interp)
             interp.allocate_tensors()
             ops = interp._get_ops_details()
     except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
@@ -162,4 +192,27 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
     packed = release_packed(tr.model, tr.packed)
     logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
                    "bytes of the model given back", from_file, packed)
-    return LiteRTPlan(interp, graph, tr, num_threads, fallback)
+    return interp, tr
+
+
+# -- fork ------------------------------------------------------------------------------------------------------
+# An interpreter owns an XNNPACK thread pool whose threads exist only in the process that made it. In a forked
+# child, destroying such an interpreter joins threads that are not there (a crash), so every interpreter alive
+# at the fork, including garbage not yet collected, is given a reference nothing ever drops: it outlives the
+# child, interpreter shutdown included. Each plan builds a new interpreter on its first call there.
+_PLANS: weakref.WeakSet = weakref.WeakSet()
+_INTERPRETERS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    import ctypes
+
+    for interp in list(_INTERPRETERS):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(interp))
+    _INTERPRETERS.clear()
+    for plan in list(_PLANS):
+        plan._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
