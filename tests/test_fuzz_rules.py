@@ -352,3 +352,20 @@ def test_a_huge_window_over_a_huge_padding_is_refused(cnn_graph):
                                             r"an output of \[1, 1, 1, \d+\] is \d+ multiply-adds per channel, more "
                                             r"than the \d+ this graph allows$"):
         validate(graph)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), 1e-45])
+def test_a_quantization_scale_xnnpack_would_refuse_is_refused_at_load(scale):
+    # found by a campaign on the LiteRT engine: a per-tensor scale of 0 crashed it (signal 11) at load
+    program = Runtime.get().load_program(FIXTURES / "xnn_qint8_ops.pte")
+    pf = program._pf
+    graph = P.read_graph(pf.delegate_blob(pf.plan(0).delegates[0]), pf.named)
+    vid, v = next((i, v) for i, v in graph.values.items() if v.quant is not None and v.quant.kind == P.PER_TENSOR)
+    values = dict(graph.values)
+    values[vid] = v._replace(quant=v.quant._replace(scale=scale))
+    with pytest.raises(DelegateError, match=rf"^XNNPACK payload: value {vid} \(\w+ \[.*\]\) has quantization scale "
+                                            r".*; scales must be positive normal numbers$"):
+        validate(graph._replace(values=values))
+    values[vid] = v._replace(quant=v.quant._replace(zero_point=300))
+    with pytest.raises(DelegateError, match=rf"value {vid} \(qu?int8 .*\) has zero point 300, outside \["):
+        validate(graph._replace(values=values))

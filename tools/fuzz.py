@@ -604,10 +604,38 @@ def _size(n: int) -> str:
     return f"{n / GIB:g} GiB" if n % GIB == 0 else f"{n >> 20} MiB"
 
 
-def prepare(names=None) -> list[Target]:
-    targets = discover(names)
+def record_isolated(target: Target) -> None:
+    """:func:`record` in a forked child, so that the process the workers are forked from never loads a program
+    (a native library such as LiteRT keeps threads and locks a forked child must not inherit)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code = 0
+        try:
+            record(target)
+            payload = json.dumps([target.fields, target.semantic]).encode()
+            with os.fdopen(w, "wb") as out:
+                out.write(payload)
+        except BaseException:  # noqa: BLE001
+            code = 70
+        finally:
+            os._exit(code)
+    os.close(w)
+    with os.fdopen(r, "rb") as inp:
+        raw = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if status != 0 or not raw:
+        raise RuntimeError(f"recording {target.name} failed (wait status {status})")
+    fields, semantic = json.loads(raw)
+    target.fields = [(a, b, c, tuple(d)) for a, b, c, d in fields]
+    target.semantic = [(a, b, c, tuple(d)) for a, b, c, d in semantic]
+
+
+def prepare(names=None, max_bytes: int | None = None) -> list[Target]:
+    targets = [t for t in discover(names) if max_bytes is None or len(t.data) <= max_bytes]
     for t in targets:
-        record(t)
+        record_isolated(t)
     return targets
 
 
@@ -620,6 +648,8 @@ def main(argv=None) -> int:
     ap.add_argument("--hang-s", type=float, default=5.0)
     ap.add_argument("--as-cap-gib", type=float, default=2.0, help="address space each worker may add")
     ap.add_argument("--fixtures", default="", help="comma-separated fixture names (default: all)")
+    ap.add_argument("--max-bytes", type=int, default=None, help="only fixtures up to this size")
+    ap.add_argument("--json", default="", help="also write the counts and findings to this file")
     ap.add_argument("--classes", default=",".join(CLASSES))
     ap.add_argument("--progress", type=int, default=10_000, help="a progress line on stderr every N cases (0: none)")
     ap.add_argument("--case", type=int, default=None, help="replay one case in this process, with its traceback")
@@ -630,7 +660,7 @@ def main(argv=None) -> int:
     names = [n for n in args.fixtures.split(",") if n] or None
     classes = tuple(c for c in args.classes.split(",") if c)
     t0 = time.monotonic()
-    targets = prepare(names)
+    targets = prepare(names, args.max_bytes)
     if not targets:
         print("fuzz: no fixtures found", file=sys.stderr)
         return 2
@@ -658,6 +688,11 @@ def main(argv=None) -> int:
     c = Campaign(targets, args.seed, args.cases, args.workers, args.hang_s, int(args.as_cap_gib * GIB), classes,
                  args.first, progress=args.progress).run()
     c.report(wall=time.monotonic() - t0)
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "targets": [{"name": t.name, "kind": t.kind, "fields": len(t.fields)} for t in targets],
+            "stats": {cls: dict(s) for cls, s in c.stats.items()}, "totals": dict(c.totals()),
+            "findings": c.findings, "max_rss": c.max_rss, "slowest": c.slowest}, indent=1))
     t = c.totals()
     return 1 if t["crash"] or t["hang"] or t["undocumented"] or t["memory"] else 0
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from pterun.errors import DelegateError
 
 #: XNNPACK keeps sizes in size_t but no real window, stride or padding comes near this.
@@ -350,9 +352,32 @@ _CHECKS.update({name: _binary for name in _BINARY})
 _CHECKS.update({name: _same for name in _SAME_SHAPE})
 
 
+_ZERO_POINT_RANGE = {3: (-128, 127), 4: (0, 255)}  # qint8, quint8
+_SMALLEST_NORMAL = 1.1754943508222875e-38
+
+
+def _check_quantization(graph) -> None:
+    """Scales must be positive normal numbers and zero points inside their type, as XNNPACK requires when a
+    quantized value is defined (a scale of 0 crashed a native engine)."""
+    for v in graph.values.values():
+        q = v.quant
+        if q is None or q.kind == 3:  # per-token (qdint8): computed at run time
+            continue
+        scales = np.atleast_1d(np.asarray(q.scale, np.float64))
+        bad = ~(np.isfinite(scales) & (scales >= _SMALLEST_NORMAL))
+        if bad.any():
+            raise DelegateError(f"XNNPACK payload: {v.describe()} has quantization scale "
+                                f"{float(scales[np.argmax(bad)])!r}; scales must be positive normal numbers")
+        lo_hi = _ZERO_POINT_RANGE.get(v.datatype)
+        if q.kind == 2 and lo_hi is not None and not lo_hi[0] <= q.zero_point <= lo_hi[1]:
+            raise DelegateError(f"XNNPACK payload: {v.describe()} has zero point {q.zero_point}, outside "
+                                f"{list(lo_hi)}")
+
+
 def validate(graph):
     """Return ``graph``; raise DelegateError at the first node whose geometry does not fit its inputs' dims or
-    would make a value larger than the program allows."""
+    would make a value larger than the program allows, or at a quantized value with an impossible scale."""
+    _check_quantization(graph)
     declared = [math.prod(v.dims) for v in graph.values.values()]
     limit = GROWTH_LIMIT * max(declared, default=1)
     shapes: dict[int, tuple] = {}
