@@ -552,6 +552,23 @@ def test_quantized_elementwise_nodes():
         assert np.abs(got[k].astype(int) - want).max() <= 1, ["add", "mul", "sigmoid"][k]
 
 
+@pytest.mark.parametrize("node,scales,message", [
+    ("Add", (2e6, 1e-3, 1e-22), r"input1-to-output scale ratio 2e\+28 is outside XNNPACK's \[2\*\*-10, 2\*\*8\) "
+                                r"range for int8 add"),
+    ("Subtract", (0.5, 1.0, 2**-8), r"input2-to-output scale ratio 256 is outside XNNPACK's \[2\*\*-10, 2\*\*8\)"),
+    ("Add", (1.0, 2**-11, 1.0), r"input2-to-output scale ratio 0.0004882812 is outside"),
+    ("Multiply", (1.0, 1.0, 2**-8), r"product-to-output scale ratio 256 is outside XNNPACK's \[2\*\*-16, 2\*\*8\)"),
+    ("Multiply", (2**-9, 2**-8, 1.0), r"product-to-output scale ratio 7.629395e-06 is outside"),
+])
+def test_int8_binary_scales_xnnpack_refuses_fail_at_load_on_every_engine(node, scales, message):
+    # LiteRT's own kernels abort the process on such ratios (a fuzzer finding): both engines must refuse them
+    g = Graph()
+    a, b = g.input([1, 4], QINT8, per_tensor(scales[0], 0)), g.input([1, 4], QINT8, per_tensor(scales[1], 0))
+    g.node(node, input1_id=a, input2_id=b, output_id=g.output([1, 4], QINT8, per_tensor(scales[2], 0)))
+    with pytest.raises(DelegateError, match=rf"XNNPACK payload: node 0 \(XNN{node}\): {message}"):
+        g.run([np.zeros((1, 4), np.int8)] * 2)
+
+
 def test_quantized_data_movement_keeps_codes():
     x = RNG.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8)
     y = RNG.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack import quant as Q
 
 __all__ = ["NodeRules"]
 
@@ -113,6 +114,10 @@ class NodeRules:
         elif s in (G.QINT8, G.QUINT8) and d == G.FP32:
             self.op("DEQUANTIZE", [self.tensor_of(src.id)], [self.tensor_of(dst.id)])
         elif s in (G.QINT8, G.QUINT8) and d in (G.QINT8, G.QUINT8):
+            try:  # as for binary ops: a ratio XNNPACK refuses must not reach LiteRT's own kernel
+                Q.RequantizeParams(src.quant.scale, src.quant.zero_point, dst.quant.scale, dst.quant.zero_point)
+            except ValueError as e:
+                raise self.no(str(e)) from None
             self.op("QUANTIZE", [self.tensor_of(src.id)], [self.tensor_of(dst.id)])
         else:
             raise self.no(f"Convert {src.dtype_name} -> {dst.dtype_name}")
@@ -247,6 +252,12 @@ class NodeRules:
 
     def node_binary(self, n: G.Node) -> None:
         name, options = _BINARY[n.name]
+        vals = [self.value(v) for v in (n.input1_id, n.input2_id, n.output_id)]
+        if n.name in ("Add", "Subtract", "Multiply") and all(v.datatype in (G.QINT8, G.QUINT8) for v in vals):
+            try:  # parameters XNNPACK refuses would reach a LiteRT kernel that aborts the process on them
+                Q.integer_binary_params(n.name, *((v.quant.scale, v.quant.zero_point) for v in vals))
+            except ValueError as e:
+                raise self.no(str(e)) from None
         ins = [self.tensor_of(n.input1_id), self.tensor_of(n.input2_id)]
         if options is None:
             self.op(name, ins, [self.output(n.output_id, self.residual(n))])

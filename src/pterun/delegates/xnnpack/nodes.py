@@ -131,14 +131,11 @@ def integer_binary(c: Compiler, node, a: int, b: int, o: int) -> bool:
     if node.name not in ("Add", "Subtract", "Multiply") or not (
             r1.kind == r2.kind == ro.kind == "static" and r1.dtype == r2.dtype == ro.dtype == np.int8):
         return False
-    if node.name == "Multiply":
-        op = Q.MulParams(r1.scale, r1.zero_point, r2.scale, r2.zero_point, ro.scale, ro.zero_point)
-    else:
-        try:
-            op = Q.AddParams(r1.scale, r1.zero_point, r2.scale, r2.zero_point, ro.scale, ro.zero_point,
-                             -1 if node.name == "Subtract" else 1)
-        except ValueError as e:
-            raise c.fail(str(e)) from None
+    try:
+        op = Q.integer_binary_params(node.name, (r1.scale, r1.zero_point), (r2.scale, r2.zero_point),
+                                     (ro.scale, ro.zero_point))
+    except ValueError as e:
+        raise c.fail(str(e)) from None
     qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
 
     def step(env):

@@ -107,13 +107,16 @@ class AddParams:
 
     def __init__(self, a_scale: float, a_zero_point: int, b_scale: float, b_zero_point: int, out_scale: float,
                  out_zero_point: int, sign_b: int = 1):
+        for k, scale in ((1, a_scale), (2, b_scale)):  # XNNPACK refuses to create the operator otherwise
+            ratio = F32(scale) / F32(out_scale)
+            if not 2.0**-10 <= ratio < 2.0**8:
+                raise ValueError(f"input{k}-to-output scale ratio {float(ratio):.7g} is outside XNNPACK's "
+                                 "[2**-10, 2**8) range for int8 add")
         a_os = F32(a_scale) / F32(out_scale)
         b_os = F32(F32(b_scale) * F32(sign_b)) / F32(out_scale)
         top = max(abs(a_os), abs(b_os))
         exponent = int((np.array(top, F32).view(np.uint32) >> 23) & 0xFF) - 127
-        shift = 20 - exponent
-        if not 12 <= shift <= 30:
-            raise ValueError(f"scale ratio {float(top):.7g} is outside XNNPACK's [2**-10, 2**8) range for int8 add")
+        shift = 20 - exponent  # 13..30 for the ratios allowed above
         self.a_mult = int(math.copysign(np.rint(np.ldexp(abs(a_os), shift, dtype=F32)), a_os))
         self.b_mult = int(math.copysign(np.rint(np.ldexp(abs(b_os), shift, dtype=F32)), b_os))
         self.shift = shift
@@ -153,6 +156,14 @@ class RequantizeParams:
         return acc.astype(np.int8)
 
 
+def integer_binary_params(name: str, a: tuple, b: tuple, out: tuple):
+    """The :class:`AddParams` / :class:`MulParams` of a static int8 ``Add``, ``Subtract`` or ``Multiply`` node
+    from its (scale, zero point) pairs; ValueError where XNNPACK would refuse to create the operator."""
+    if name == "Multiply":
+        return MulParams(*a, *b, *out)
+    return AddParams(*a, *b, *out, -1 if name == "Subtract" else 1)
+
+
 class MulParams:
     """XNNPACK's static int8 multiplication: the integer product of the zero-point-corrected inputs, converted
     to float32, times ``(a_scale * b_scale) / out_scale`` (float32), rounded to even, plus the zero point."""
@@ -163,6 +174,9 @@ class MulParams:
                  out_zero_point: int):
         self.a_zero_point, self.b_zero_point = int(a_zero_point), int(b_zero_point)
         self.scale = F32(F32(a_scale) * F32(b_scale)) / F32(out_scale)
+        if not 2.0**-16 <= self.scale < 2.0**8:  # XNNPACK refuses to create such an operator
+            raise ValueError(f"product-to-output scale ratio {float(self.scale):.7g} is outside XNNPACK's "
+                             "[2**-16, 2**8) range for int8 multiply")
         self.out_zero_point = int(out_zero_point)
 
     def __call__(self, a: np.ndarray, b: np.ndarray, qmin: int, qmax: int, dtype) -> np.ndarray:
