@@ -53,7 +53,7 @@ CASES = [
 def test_fast_path_equals_general_kernel(name, make, shape):
     out = np.zeros(shape, F)
     args = make(out)
-    step = KERNELS[name].fn.specialize(*args)
+    step = KERNELS[name].specialize(*args)
     assert step is not None, f"{name}: the fast path should apply"
     step()  # what it returns is ignored (test_steps_in_chains_with_jumps_return_none)
     expected = _general(name, args, shape, F)
@@ -63,7 +63,7 @@ def test_fast_path_equals_general_kernel(name, make, shape):
 def test_split_fast_path_fills_every_output():
     x = rng.standard_normal((2, 7)).astype(F)
     outs = [np.zeros((2, 3), F), np.zeros((2, 4), F)]
-    step = KERNELS["aten::split_with_sizes_copy.out"].fn.specialize(x, (3, 4), 1, outs)
+    step = KERNELS["aten::split_with_sizes_copy.out"].specialize(x, (3, 4), 1, outs)
     assert step is not None
     step()
     np.testing.assert_array_equal(outs[0], x[:, :3])
@@ -73,12 +73,12 @@ def test_split_fast_path_fills_every_output():
 def test_fast_path_declines_what_it_cannot_do_exactly():
     # a reshape of a non-contiguous array is a copy, not a view of self: taken once it would go stale
     transposed = np.zeros((3, 4), F).T
-    assert KERNELS["aten::view_copy.out"].fn.specialize(transposed, (12,), np.zeros(12, F)) is None
+    assert KERNELS["aten::view_copy.out"].specialize(transposed, (12,), np.zeros(12, F)) is None
     o = np.zeros(3, F)
     ints = np.arange(3, dtype=np.int32)
-    assert KERNELS["aten::add.out"].fn.specialize(ints, ints, 1, o) is None  # mixed dtypes: promotion needed
-    assert KERNELS["aten::add.out"].fn.specialize(o, o, 2, o) is None  # alpha != 1
-    assert KERNELS["aten::mm.out"].fn.specialize(np.ones((3, 3), F), np.ones((3, 3), F), np.ones((2, 2), F)) is None
+    assert KERNELS["aten::add.out"].specialize(ints, ints, 1, o) is None  # mixed dtypes: promotion needed
+    assert KERNELS["aten::add.out"].specialize(o, o, 2, o) is None  # alpha != 1
+    assert KERNELS["aten::mm.out"].specialize(np.ones((3, 3), F), np.ones((3, 3), F), np.ones((2, 2), F)) is None
 
 
 def test_the_mlp_runs_on_fast_paths(monkeypatch):
@@ -99,7 +99,7 @@ def _ulp_distance(a, b):
 
 
 def test_gelu_fast_path_is_within_one_ulp_of_the_general_kernel():
-    gelu = KERNELS["aten::gelu.out"].fn
+    gelu = KERNELS["aten::gelu.out"]
     special = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, -1e-40, 3e38, -3e38, 1e30, -1e30, 20.0, -20.0]
     # a dense grid over where gelu is neither x nor 0, more than one pass of the fast path's chunk
     x = np.concatenate([np.linspace(-10, 10, 400_003, dtype=np.float32), np.array(special, F)]).reshape(-1, 16)
@@ -119,7 +119,7 @@ def test_gelu_fast_path_is_within_one_ulp_of_the_general_kernel():
 
 
 def test_gelu_fast_path_follows_its_input_and_declines_other_cases():
-    gelu = KERNELS["aten::gelu.out"].fn
+    gelu = KERNELS["aten::gelu.out"]
     x = rng.standard_normal((4, 32)).astype(F)
     out = np.zeros_like(x)
     step = gelu.specialize(x, "none", out)
@@ -140,7 +140,7 @@ def test_relu_fast_path_is_bitwise_the_general_kernel_on_special_values():
     # turn -0.0 into +0.0
     x = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, 1e-45, -1e-45, 3.5, -2.0], F)
     out = np.zeros_like(x)
-    KERNELS["aten::relu.out"].fn.specialize(x, out)()
+    KERNELS["aten::relu.out"].specialize(x, out)()
     np.testing.assert_array_equal(out.view(np.uint32), _general("aten::relu.out", (x, out), x.shape, F).view(np.uint32))
     assert np.signbit(out[0])
 

@@ -6,11 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from fixtures_util import FIXTURES
 
+from pterun import NotSupportedError, Runtime
 from pterun.kernels import KERNELS, random
 from pterun.kernels.manifest import NOT_SUPPORTED, coverage_report
 from pterun.kernels.quantized_embedding import unpack
-from pterun.kernels.unary import erf
+from pterun.kernels.registry import Kernel
+from pterun.numerics import erf
 
 
 def test_erf_matches_math_erf_to_double_precision():
@@ -98,5 +101,16 @@ def test_coverage_report_lists_what_a_program_lacks():
 
 
 def test_not_supported_operators_carry_their_reason():
-    for op, reason in NOT_SUPPORTED.items():
-        assert KERNELS[op].fn.not_supported == reason
+    assert NOT_SUPPORTED == {name: k.not_supported for name, k in KERNELS.items() if k.not_supported}
+
+
+def test_a_kernel_registered_as_not_supported_fails_the_load_with_its_reason(monkeypatch):
+    real = KERNELS["aten::gelu.out"]
+    refused = Kernel(real.name, real.fn, real.schema, not_supported="demo: pretend gelu is refused")
+    monkeypatch.setitem(KERNELS, real.name, refused)
+    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    with pytest.raises(NotSupportedError, match=r"aten::gelu\.out: demo: pretend gelu is refused"):
+        program.load_method("forward")
+    report = coverage_report(["aten::gelu.out", "aten::relu.out"])
+    assert report.splitlines() == ["2 operators: 1 supported, 1 not",
+                                   "  aten::gelu.out: not supported: demo: pretend gelu is refused"]

@@ -3,7 +3,9 @@ bfloat16 / float8, ``numpy.polynomial`` for erf; kernel schemas are parsed when 
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -19,7 +21,8 @@ from pterun.kernels._common import F32, is_bfloat16, promote_types, widen_half
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TESTS = Path(__file__).resolve().parent
-LAZY = ("numpy.random", "ml_dtypes", "numpy.polynomial")
+LAZY = ("numpy.random", "ml_dtypes", "numpy.polynomial", "ai_edge_litert")  # LiteRT: for XNNPACK delegates only
+HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 
 # the steps run in order in one fresh interpreter (the first binds the names the others use); after each, the
 # LAZY modules loaded so far
@@ -33,12 +36,14 @@ STEPS = {
     "erf kernel": "KERNELS['aten::erf.out'].fn(np.ones(2, np.float32), np.empty(2, np.float32))",
     "rand kernel": "KERNELS['aten::rand.out'].fn((2,), np.empty(2, np.float32))",
     "bfloat16 dtype": "assert dtypes.to_numpy(15).name == 'bfloat16'",
+    "xnnpack program": "run('xnn_mlp')",
 }
 EXPECTED = {
     "import": set(), "cnn": set(), "resnet_small": set(), "mobilenet_v2": set(), "half promotion": set(),
     "erf kernel": {"numpy.polynomial"},
     "rand kernel": {"numpy.polynomial", "numpy.random"},
     "bfloat16 dtype": {"numpy.polynomial", "numpy.random", "ml_dtypes"},
+    "xnnpack program": {"numpy.polynomial", "numpy.random", "ml_dtypes"} | ({"ai_edge_litert"} if HAVE_LITERT else set()),
 }
 
 
@@ -63,7 +68,9 @@ def loaded_after() -> dict[str, list[str]]:
             loaded[step] = sorted(m for m in {LAZY!r} if m in sys.modules)
         print(json.dumps(loaded))
     """)
-    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    env = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}  # the default engine: auto
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120,
+                          env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.splitlines()[-1])
 

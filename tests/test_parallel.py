@@ -191,7 +191,7 @@ def test_split_depthwise_is_identical_to_one_thread(width, always_split, stride,
 
 def test_mobilenet_fixture_with_threads_matches_the_reference(width, always_split):
     width(2)
-    method = Runtime.get().load_program(FIXTURES / "xnn_mobilenet_v2.pte").load_method("forward")
+    method = Runtime.get().load_program(FIXTURES / "xnn_mobilenet_v2.pte", engine="numpy").load_method("forward")
     for call in load_calls("xnn_mobilenet_v2"):
         (got,), (want,) = method.execute(call["inputs"]), call["outputs"]
         scale = float(np.max(np.abs(want)))
@@ -204,7 +204,7 @@ def test_split_fully_connected_matches_one_thread(width, monkeypatch, rows):
     monkeypatch.setattr(threads, "SPLIT_MACS", 0)
     monkeypatch.setattr(threads, "SPLIT_GEMV", 0)
     monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
-    method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte").load_method("forward")
+    method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte", engine="numpy").load_method("forward")
     x = randn(rows, 16)
     width(1)
     one = method.execute([x])[0]
@@ -258,13 +258,13 @@ def test_portable_products_split_and_match_one_thread(width, monkeypatch, m, bia
     for name, args in cases:
         want = np.zeros((m, 7), np.float32)
         width(1)
-        KERNELS[name].fn.specialize(*args, want)()
+        KERNELS[name].specialize(*args, want)()
         got = np.zeros((m, 7), np.float32)
         width(3)
         calls = []
         real = threads.parallel_for
         monkeypatch.setattr(threads, "parallel_for", lambda n, fn, **kw: (calls.append(n), real(n, fn, **kw)))
-        KERNELS[name].fn.specialize(*args, got)()
+        KERNELS[name].specialize(*args, got)()
         monkeypatch.setattr(threads, "parallel_for", real)
         assert calls == [7 if m == 1 else m], name  # split by columns for one row, else by rows
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)

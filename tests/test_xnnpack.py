@@ -7,8 +7,10 @@ written after it, so every offset points forward as the format requires).
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import struct
+import sys
 
 import numpy as np
 import pytest
@@ -26,6 +28,17 @@ RNG = np.random.default_rng(1234)
 XNN_FIXTURES = ["mlp", "mlp_dynamic", "cnn", "ops", "transformer", "gru", "mobilenet_v2", "qint8_cnn", "qint8_ops",
                 "qdint8_mlp", "qdint8_conv", "8da4w", "8da4w_channel", "fp16", "mixed", "dynamic_reshape"]
 QUANTIZED_FIXTURES = {"qint8_cnn", "qint8_ops", "qdint8_mlp", "qdint8_conv", "8da4w", "8da4w_channel"}
+HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
+ENGINE = "auto"  # what Graph.run loads with; the fixture below runs every test on both engines
+
+
+@pytest.fixture(autouse=True, params=["numpy", pytest.param("litert", marks=pytest.mark.skipif(
+    not HAVE_LITERT, reason="ai-edge-litert is not installed"))])
+def engine(request, monkeypatch):
+    """Every synthetic graph runs on the NumPy engine and on LiteRT (which falls back to NumPy for what it
+    cannot take: test_litert.py checks which)."""
+    monkeypatch.setattr(sys.modules[__name__], "ENGINE", request.param)
+    return request.param
 
 
 # ==============================================================================================================
@@ -226,7 +239,7 @@ class Graph:
 
     def run(self, inputs, out_shapes=None, mode="named", out_dtypes=None):
         blob, named = self.blob(mode)
-        plan = load(blob, named)
+        plan = load(blob, named, ENGINE)
         outs = []
         for k, vid in enumerate(self.outputs):
             tv = self.values[vid].fields[6][1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -155,6 +156,9 @@ def cmd_bench(args) -> int:
     print(f"{args.file} method {method_name!r}: load {load_s * 1e3:.1f} ms, first call {first_s * 1e3:.2f} ms, "
           f"median {times[len(times) // 2] * 1e3:.3f} ms, p90 {times[int(len(times) * 0.9)] * 1e3:.3f} ms "
           f"over {args.repeat} calls")
+    for d in method.delegates:
+        print(f"delegate {d.index} ({d.backend}): engine {d.engine or 'its own'}"
+              + (f" ({d.reason})" if d.reason else ""))
     if args.profile:
         from pterun.profile import format_profile, profile
         print()
@@ -210,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, metavar="N", help="compute on N threads: pterun splits large "
                    "convolutions and matrix products itself and holds BLAS at one thread (default: "
                    "$PTERUN_NUM_THREADS, else one thread of pterun's and BLAS as configured)")
+    p.add_argument("--engine", choices=("auto", "numpy", "litert"), help="what runs XNNPACK delegates: LiteRT "
+                   "(on XNNPACK itself), pterun's NumPy engine, or auto: LiteRT where installed and able (default: "
+                   "$PTERUN_ENGINE, else auto)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser("run", help="run a method on inputs from .npy/.npz files (or random inputs)")
@@ -267,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.threads is not None:
             pterun.Runtime(num_threads=args.threads)  # process-wide, like the environment variable
+        if args.engine is not None:
+            os.environ["PTERUN_ENGINE"] = args.engine  # read by every load_program of this process
         return args.fn(args)
     except (PterunError, OSError, ValueError, TypeError, KeyError) as e:
         if args.debug:

@@ -62,6 +62,9 @@ def _delegate_info(prog: Program, d, calls: Counter) -> dict:
             return info
         info["nodes"] = dict(sorted(Counter(f"XNN{n.name}" for n in graph.nodes).items()))
         info["value_datatypes"] = dict(sorted(Counter(v.dtype_name for v in graph.values.values()).items()))
+        from pterun.delegates.xnnpack import Graph, engine_for
+
+        info["engine"], info["engine_reason"] = engine_for(Graph.of(graph), prog.engine)
     return info
 
 
@@ -191,6 +194,9 @@ def format_text(info: dict) -> str:
                 lines.append(f"    {op:<{width}}  x{n}")
         for d in m["delegates"]:
             lines.append(f"  delegate {d['backend']}: {d['calls']} call(s), {d['payload_bytes']} payload bytes")
+            if "engine" in d:
+                why = f" ({d['engine_reason']})" if d.get("engine_reason") else ""
+                lines.append(f"    engine: {d['engine']}{why}")
             if "nodes" in d:
                 lines.append("    nodes: " + ", ".join(f"{k} x{n}" for k, n in d["nodes"].items()))
                 lines.append("    value types: " + ", ".join(f"{k} x{n}" for k, n in d["value_datatypes"].items()))

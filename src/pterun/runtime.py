@@ -20,8 +20,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pterun.delegates import BACKENDS
-from pterun.errors import InvalidArgumentError, InvalidProgramError, MethodNotFoundError
+from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
+from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
@@ -67,6 +67,34 @@ def _default_tensor_output() -> str:
     return "numpy"
 
 
+ENGINE_CHOICES = ("auto", "numpy", "litert")
+_ENV_ENGINE = "PTERUN_ENGINE"
+
+
+def _check_engine(value: str, source: str) -> str:
+    v = str(value).strip().lower()
+    if v not in ENGINE_CHOICES:
+        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in ENGINE_CHOICES)}, got {value!r}")
+    return v
+
+
+def _resolve_engine(*choices) -> str:
+    """The first given of (argument, Runtime setting), else ``$PTERUN_ENGINE``, else "auto"; "litert" is checked to
+    be importable now, so a missing LiteRT is an error at load rather than at the first delegate."""
+    engine = next((c for c in choices if c is not None), None)
+    if engine is None:
+        env = os.environ.get(_ENV_ENGINE)
+        engine = _check_engine(env, _ENV_ENGINE) if env else "auto"
+    if engine == "litert":
+        from pterun.delegates.xnnpack.litert_engine import available
+
+        why = available()
+        if why is not None:
+            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {why} "
+                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
+    return engine
+
+
 def _import_torch():
     try:
         import torch  # noqa: PLC0415  (only behind tensor_output="torch")
@@ -108,9 +136,11 @@ class OperatorRegistry:
 class Runtime:
     """Entry point: ``Runtime.get().load_program(path)``."""
 
-    def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None):
+    def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None,
+                 engine: str | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
+            engine: default for :meth:`load_program`'s ``engine``.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
                 products are split over this many threads of pterun's own, and BLAS is held at one thread
                 so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
@@ -120,6 +150,7 @@ class Runtime:
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
+        self.engine = None if engine is None else _check_engine(engine, "engine")
         if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
             try:
                 num_threads = int(os.environ["PTERUN_NUM_THREADS"])
@@ -139,7 +170,7 @@ class Runtime:
         return Runtime()
 
     def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
-                     tensor_output: str | None = None) -> "Program":
+                     tensor_output: str | None = None, engine: str | None = None) -> "Program":
         """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
 
         Args:
@@ -151,11 +182,18 @@ class Runtime:
             tensor_output: ``"numpy"`` or ``"torch"``: what tensor outputs of this program are. Decided here,
                 once; defaults to the Runtime's setting, then ``$PTERUN_TENSOR_OUTPUT``, then
                 ``$EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), then ``"numpy"``.
+            engine: what runs XNNPACK-delegated graphs: ``"litert"`` (LiteRT, on XNNPACK itself), ``"numpy"``
+                (pterun's NumPy engine) or ``"auto"``: LiteRT where it is installed and takes the whole delegate
+                graph, else NumPy. A graph LiteRT cannot take runs on NumPy under either, with the reason in
+                :attr:`Method.delegates`. Decided here, once; defaults to the Runtime's setting, then
+                ``$PTERUN_ENGINE``, then ``"auto"``.
 
         Raises:
             InvalidProgramError: the data is not a valid program.
             TypeError: ``data`` is of an unsupported type.
+            DelegateError: ``engine="litert"`` but LiteRT is not installed.
         """
+        engine = _resolve_engine(None if engine is None else _check_engine(engine, "engine"), self.engine)
         if tensor_output is not None:
             out = _check_tensor_output(tensor_output, "tensor_output")
         elif self.tensor_output is not None:
@@ -167,11 +205,11 @@ class Runtime:
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all)
         external = _open_data_files(data_path)
-        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
+        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
 
     def load_bundled_program(self, data, *, data_path=None,
                              verification: Verification = Verification.InternalConsistency,
-                             tensor_output: str | None = None):
+                             tensor_output: str | None = None, engine: str | None = None):
         """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
 
         Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
@@ -183,7 +221,7 @@ class Runtime:
         buf, name, keepalive = _open(data, what="bundled program")
         bf = read_bundled(buf, name)
         program = self.load_program(bf.program, data_path=data_path, verification=verification,
-                                    tensor_output=tensor_output)
+                                    tensor_output=tensor_output, engine=engine)
         program._pf.name = f"{name} (embedded program)"
         program._keepalive = (program._keepalive, keepalive)
         return BundledProgram(bf, program)
@@ -329,8 +367,10 @@ class MethodMeta:
 class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
-    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
+                 engine: str = "auto"):
         self._pf = pf
+        self._engine = engine
         self._external = external
         self._keepalive = keepalive
         self._tensor_output = tensor_output
@@ -343,6 +383,12 @@ class Program:
     def tensor_output(self) -> str:
         """``"numpy"`` or ``"torch"``: fixed when the program was loaded."""
         return self._tensor_output
+
+    @property
+    def engine(self) -> str:
+        """``"auto"``, ``"numpy"`` or ``"litert"``: the engine choice for XNNPACK delegates, fixed at load. What
+        each delegate runs on is in :attr:`Method.delegates`."""
+        return self._engine
 
     @property
     def method_names(self) -> set[str]:
@@ -372,7 +418,7 @@ class Program:
             if m is None:
                 plan = self._plan(name)
                 m = self._methods[name] = Method(self, MethodRunner(self._pf, plan, shared_arenas=self._shared_arenas,
-                                                                    external=self._external))
+                                                                    external=self._external, engine=self._engine))
             return m
 
     def __repr__(self) -> str:
@@ -430,6 +476,13 @@ class Method:
     @property
     def name(self) -> str:
         return self._runner.name
+
+    @property
+    def delegates(self) -> list[DelegateInfo]:
+        """One :class:`~pterun.delegates.DelegateInfo` (index, backend, engine, reason) per delegate: which engine
+        runs it, and why not LiteRT when an XNNPACK delegate runs on NumPy although LiteRT was allowed."""
+        r = self._runner
+        return [delegate_info(i, d.backend_id, ex) for i, (d, ex) in enumerate(zip(r.plan.delegates, r.executors))]
 
     def _check_inputs(self, inputs) -> list:
         if type(inputs) is not list and type(inputs) is not tuple and (

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import MutableMapping
-from typing import Callable, Protocol
+from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["Backend", "DelegateContext", "BACKENDS", "register_backend"]
+__all__ = ["Backend", "DelegateContext", "DelegateInfo", "BACKENDS", "register_backend"]
 
 
 class DelegateContext:
@@ -29,16 +29,35 @@ class DelegateContext:
 
     ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
     read-only uint8 array; it raises :class:`~pterun.errors.MethodNotFoundError` for an unknown key.
+    ``engine`` is the program's engine choice, ``"auto"``, ``"numpy"`` or ``"litert"`` (backends with a single
+    engine ignore it).
     """
 
-    __slots__ = ("program_name", "method_name", "delegate_index", "named_data")
+    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine")
 
     def __init__(self, program_name: str, method_name: str, delegate_index: int,
-                 named_data: Callable[[str], np.ndarray]):
+                 named_data: Callable[[str], np.ndarray], engine: str = "auto"):
         self.program_name = program_name
         self.method_name = method_name
         self.delegate_index = delegate_index
         self.named_data = named_data
+        self.engine = engine
+
+
+class DelegateInfo(NamedTuple):
+    """How one delegate of a loaded method runs: its ``index`` in the method, its ``backend``, the ``engine`` that
+    runs it (``"litert"`` or ``"numpy"`` for XNNPACK; None for a backend with a single engine) and, when the
+    XNNPACK delegate runs on the NumPy engine although LiteRT was allowed, the ``reason``."""
+
+    index: int
+    backend: str
+    engine: str | None
+    reason: str | None
+
+
+def delegate_info(index: int, backend: str, executor) -> DelegateInfo:
+    """The :class:`DelegateInfo` of one initialised executor."""
+    return DelegateInfo(index, backend, getattr(executor, "engine", None), getattr(executor, "engine_reason", None))
 
 
 class Executor(Protocol):

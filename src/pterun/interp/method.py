@@ -39,23 +39,10 @@ from pterun.interp.tensor import Tensor
 #: Executed-instruction limit for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
 MAX_INSTRUCTIONS = 10_000_000
 
-#: Operators never computed at load, however constant their inputs: their results are not a function of the
-#: inputs (random draws) or are buffers left for later instructions (``empty``). tests/test_const_fold.py checks
-#: that every kernel in pterun.kernels.random is listed here.
-NOT_FOLDED = frozenset({"aten::rand.out", "aten::randn.out", "aten::native_dropout.out", "aten::empty.out",
-                        "dim_order_ops::_empty_dim_order.out"})
-
 #: New memory (bytes) that folded results may take per method. A folded result no longer shares the memory
 #: plan's arena, so a large one (every dequantized weight of a quantized model) would cost its full size; views
 #: of constants take none and are always folded.
 FOLD_BUDGET = 16 << 20
-
-#: Kernels whose result is normally a view of their input: cheap to try at load whatever the budget.
-_VIEW_KERNELS = frozenset({
-    "aten::permute_copy.out", "aten::transpose_copy.int_out", "aten::t_copy.out", "aten::view_copy.out",
-    "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::squeeze_copy.dim_out", "aten::squeeze_copy.dims_out",
-    "aten::slice_copy.Tensor_out", "aten::select_copy.int_out", "aten::alias_copy.out", "aten::detach_copy.out",
-    "aten::split_copy.Tensor_out", "aten::split_with_sizes_copy.out", "aten::unbind_copy.int_out"})
 
 
 def _physical_memory() -> int:
@@ -71,8 +58,10 @@ _EMPTY = np.zeros(0, np.uint8)
 class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = (),
+                 engine: str = "auto"):
         self.pf = pf
+        self.engine = engine  # which engine delegates compile for (see pterun.delegates.DelegateContext)
         self.plan = plan
         self.name = plan.name
         self.where = f"{pf.name}: method {plan.name!r}"
@@ -115,9 +104,9 @@ class MethodRunner:
         if missing:
             raise OperatorMissingError(self.name, missing)
         unsupported = sorted({self.plan.operators[a] for c in self.plan.chains for (k, a, _) in c
-                              if k == KERNEL_CALL and hasattr(KERNELS[self.plan.operators[a]].fn, "not_supported")})
+                              if k == KERNEL_CALL and KERNELS[self.plan.operators[a]].not_supported})
         if unsupported:
-            reasons = "; ".join(f"{op}: {KERNELS[op].fn.not_supported}" for op in unsupported)
+            reasons = "; ".join(f"{op}: {KERNELS[op].not_supported}" for op in unsupported)
             raise NotSupportedError(f"{self.where}: uses operator(s) pterun deliberately does not support: {reasons}")
 
     def _make_arenas(self, shared: dict) -> list:
@@ -198,7 +187,7 @@ class MethodRunner:
             raise DelegateError(f"{self.where}: delegate {i} needs backend {d.backend_id!r}, which is not "
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
-        ctx = DelegateContext(self.pf.name, self.name, i, self._named_data)
+        ctx = DelegateContext(self.pf.name, self.name, i, self._named_data, self.engine)
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -240,7 +229,7 @@ class MethodRunner:
                 elif kind == KERNEL_CALL:
                     k = KERNELS[self.plan.operators[a]]
                     if k.raw:
-                        positions = getattr(k.fn, "volatile_args", range(len(b)))
+                        positions = range(len(b)) if k.volatile_args is None else k.volatile_args
                         vol.update(b[p] for p in positions if p < len(b))
                     elif not k.schema.mutable and b and self.tags[b[-1]] in (INT, DOUBLE, BOOL):
                         vol.add(b[-1])
@@ -372,7 +361,7 @@ class MethodRunner:
         tensor's own memory, within the method's budget. Any failure here is silent: the step then raises the
         same error when it runs, with the usual context.
         """
-        if kernel.raw or kernel.name in NOT_FOLDED or not kernel.schema.mutable:
+        if kernel.raw or not kernel.foldable or not kernel.schema.mutable:
             return False
         values, tags, fp = self.values, self.tags, self._folding
         schema = kernel.schema
@@ -392,7 +381,7 @@ class MethodRunner:
         if written is None:
             return False
         nbytes = sum(values[j].array.nbytes for j in written)
-        if nbytes > fp.budget and kernel.name not in _VIEW_KERNELS:
+        if nbytes > fp.budget and not kernel.returns_view:  # a view costs nothing: worth trying whatever the budget
             return False
         if not self._arena_unshared(written, fp.position[(ci, pc)]):
             return False
@@ -474,8 +463,6 @@ class MethodRunner:
         values = self.values
         if kernel.raw:
             fn = kernel.fn
-            if hasattr(fn, "check"):
-                fn.check(self, args, where)
             return lambda: fn(values, args)
         schema = kernel.schema
         n = len(schema.args)
@@ -490,11 +477,10 @@ class MethodRunner:
             if is_dyn:
                 dyn.append((pos, v))
         fn = kernel.fn
-        specialize = getattr(fn, "specialize", None)
-        if specialize is not None and not dyn:
+        if kernel.has_fast_path and not dyn:
             # every argument is fixed at load (static shapes, constant scalars): the kernel may hand back a
             # closure that computes straight into the output arrays, skipping promotion and the write-back
-            fast = specialize(*consts)
+            fast = kernel.specialize(*consts)
             if fast is not None:
                 return fast
         if schema.mutable:

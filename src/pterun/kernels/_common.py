@@ -1,4 +1,5 @@
-"""Semantics every kernel family shares: ExecuTorch's type promotion, dim wrapping, scalar conversion.
+"""Semantics every kernel family shares: ExecuTorch's type promotion, dim wrapping, scalar conversion, and how a
+result is stored into its planned ``out`` array.
 
 Kernels call these instead of re-deriving the rules. Example::
 
@@ -14,6 +15,7 @@ Kernels call these instead of re-deriving the rules. Example::
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -24,6 +26,24 @@ F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
 I64 = np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
+
+
+#: How a result enters its planned output array: cast to out's dtype as C's ``static_cast`` does (``unsafe``),
+#: never broadcast (the shape must already be out's). The interpreter's write of a general kernel's result
+#: (``interp.tensor.Tensor.write``) and every fast-path step (``kernels.fast``) follow it.
+OUT_CASTING = "unsafe"
+
+
+def write_out(out: np.ndarray, result) -> None:
+    """Store ``result`` (out's shape) into ``out`` by the convention above."""
+    np.copyto(out, result, OUT_CASTING)
+
+
+def write_out_step(out: np.ndarray, result: np.ndarray):
+    """A zero-argument step doing :func:`write_out` (a ``functools.partial`` over ``np.copyto``, called from C
+    without a Python frame: the casting rule is passed positionally, which costs nothing per call, where a
+    keyword would)."""
+    return partial(np.copyto, out, result, OUT_CASTING)
 
 
 def __getattr__(name: str):

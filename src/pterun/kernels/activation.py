@@ -14,10 +14,12 @@ import math
 
 import numpy as np
 
+from pterun.kernels import fast
 from pterun.kernels._common import (F32, F64, promote_dtypes, promote_scalar, scalar_value, to_compute,
                                     widen_half, wrap_dim)
 from pterun.kernels.registry import register
-from pterun.kernels.unary import erf, sigmoid
+from pterun.kernels.unary import sigmoid
+from pterun.numerics import erf
 
 
 def _math_dtype(x):
@@ -25,7 +27,7 @@ def _math_dtype(x):
     return F64 if x.dtype == F64 else F32
 
 
-@register("aten::relu.out")
+@register("aten::relu.out", specialize=fast.relu)
 def relu_out(self, out):
     """relu.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.dtype == np.bool_:
@@ -33,7 +35,7 @@ def relu_out(self, out):
     return np.where(self < 0, np.zeros((), self.dtype), self)  # NaN passes through
 
 
-@register("aten::gelu.out")
+@register("aten::gelu.out", specialize=fast.gelu)
 def gelu_out(self, approximate, out):
     """gelu.out(Tensor self, *, str approximate="none", Tensor(a!) out) -> Tensor(a!)"""
     if approximate == "tanh":
@@ -80,7 +82,7 @@ def leaky_relu_out(self, negative_slope, out):
     return np.where(self >= 0, self, self * slope)
 
 
-@register("aten::hardtanh.out")
+@register("aten::hardtanh.out", specialize=fast.hardtanh)
 def hardtanh_out(self, min_val, max_val, out):
     """hardtanh.out(Tensor self, Scalar min_val=-1, Scalar max_val=1, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.dtype == np.bool_:

@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pterun.kernels._common import F32
 from pterun.kernels.registry import register
 from pterun import threads
+from pterun.numerics import window_output_size
 
 
 def _pair(v, n=2):
@@ -142,12 +143,9 @@ def convolution_out(input, weight, bias, stride, padding, dilation, transposed, 
 
 
 def _pool_geometry(size, k, s, p, d, ceil_mode):
-    eff = (k - 1) * d + 1
-    num = size + 2 * p - eff
-    out = (-(-num // s) if ceil_mode else num // s) + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    extra = max(0, (out - 1) * s + eff - (size + 2 * p))
+    """(output size, extra trailing padding that a ceil_mode window overhanging the padded input reads)."""
+    out = window_output_size(size, k, s, p, p, d, ceil_mode)
+    extra = max(0, (out - 1) * s + (k - 1) * d + 1 - (size + 2 * p))
     return out, extra
 
 

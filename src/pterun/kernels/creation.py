@@ -64,13 +64,13 @@ def scalar_tensor_out(s, out):
     return checked_scalar(s, out.dtype)
 
 
-@register("aten::empty.out")
+@register("aten::empty.out", foldable=False)  # a buffer later instructions fill
 def empty_out(size, memory_format, out):
     """empty.out(SymInt[] size, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
     return np.zeros(tuple(size), dtype=out.dtype)  # contents are undefined; zeros are as good as any
 
 
-@register("dim_order_ops::_empty_dim_order.out")
+@register("dim_order_ops::_empty_dim_order.out", foldable=False)
 def empty_dim_order_out(size, dim_order, out):
     """_empty_dim_order.out(int[] size, *, int[]? dim_order=None, Tensor(a!) out) -> Tensor(a!)"""
     if dim_order is not None and sorted(dim_order) != list(range(len(size))):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pterun.kernels import fast
 from pterun.kernels._common import (F32, F64, common_dtype, floor_divide, is_floating, is_integral, to_compute,
                                     widen_half)
 from pterun.kernels.registry import register
@@ -37,7 +38,7 @@ def _check_nonzero(b, what):
         raise ZeroDivisionError(f"{what}: integer division by zero")
 
 
-@register("aten::add.out")
+@register("aten::add.out", specialize=fast.binary(np.add))
 def add_out(self, other, alpha, out):
     """add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -48,7 +49,7 @@ def add_out(self, other, alpha, out):
     return a + _alpha(alpha, ct) * b
 
 
-@register("aten::add.Scalar_out")
+@register("aten::add.Scalar_out", specialize=fast.binary_scalar(np.add))
 def add_scalar_out(self, other, alpha, out):
     """add.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -57,7 +58,7 @@ def add_scalar_out(self, other, alpha, out):
     return a + (_alpha(alpha, ct) * b).astype(ct)  # alpha * other in the compute type, as ExecuTorch
 
 
-@register("aten::sub.out")
+@register("aten::sub.out", specialize=fast.binary(np.subtract))
 def sub_out(self, other, alpha, out):
     """sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -66,7 +67,7 @@ def sub_out(self, other, alpha, out):
     return a - b if alpha == 1 else a - _alpha(alpha, ct) * b
 
 
-@register("aten::sub.Scalar_out")
+@register("aten::sub.Scalar_out", specialize=fast.binary_scalar(np.subtract))
 def sub_scalar_out(self, other, alpha, out):
     """sub.Scalar_out(Tensor self, Scalar other, Scalar alpha=1, *, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -84,14 +85,14 @@ def rsub_scalar_out(self, other, alpha, out):
     return b - _alpha(alpha, ct) * a
 
 
-@register("aten::mul.out")
+@register("aten::mul.out", specialize=fast.binary(np.multiply))
 def mul_out(self, other, out):
     """mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
     return a & b if ct == np.bool_ else a * b
 
 
-@register("aten::mul.Scalar_out")
+@register("aten::mul.Scalar_out", specialize=fast.binary_scalar(np.multiply))
 def mul_scalar_out(self, other, out):
     """mul.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"""
     return mul_out(self, other, out)
@@ -127,13 +128,13 @@ def _div_mode(self, other, mode):
     return floor_divide(a, b)
 
 
-@register("aten::div.out")
+@register("aten::div.out", specialize=fast.binary(np.true_divide))
 def div_out(self, other, out):
     """div.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     return _true_div(self, other)
 
 
-@register("aten::div.Scalar_out")
+@register("aten::div.Scalar_out", specialize=fast.binary_scalar(np.true_divide))
 def div_scalar_out(self, other, out):
     """div.Scalar_out(Tensor self, Scalar other, *, Tensor(a!) out) -> Tensor(a!)"""
     return _true_div(self, other)

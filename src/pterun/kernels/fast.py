@@ -1,18 +1,22 @@
-"""Load-time fast paths for the hottest kernels.
+"""Load-time fast paths for the hottest kernels: the specializers that kernel families declare with
+``register(name, specialize=...)``.
 
 When every argument of an instruction is fixed at load (static shapes and dtypes, constant scalars), the
-interpreter asks the kernel's ``specialize(*args)`` for a zero-argument step. The steps here compute
-straight into the planned output array (``out``), skipping per-call promotion and the copy-back; what a step
-returns is ignored (the interpreter wraps steps in chains where a return value would mean a jump). Each one
-applies only in the plain case where the result is identical to the general kernel's — same dtype
-throughout, shapes that already match — and returns None otherwise, so the general kernel runs.
+interpreter asks the kernel's :meth:`~pterun.kernels.registry.Kernel.specialize` for a zero-argument step,
+which calls a specializer here as ``spec(general, *args)`` (``general``: the registered kernel function).
+The steps compute straight into the planned output array (``out``), skipping per-call promotion and the
+copy-back, and store whatever they do not compute in place through :func:`~pterun.kernels._common.write_out`'s
+convention, as the interpreter stores a general kernel's result; what a step returns is ignored (the interpreter
+wraps steps in chains where a return value would mean a jump). Each one applies only in the plain case where
+the result is identical to the general kernel's — same dtype throughout, shapes that already match — and
+returns None otherwise, so the general kernel runs. This module imports no kernel family and no registry.
 
 Example::
 
     >>> import numpy as np
     >>> from pterun.kernels import KERNELS
     >>> a, b, o = np.ones(3, np.float32), np.ones(3, np.float32), np.empty(3, np.float32)
-    >>> step = KERNELS["aten::add.out"].fn.specialize(a, b, 1, o)
+    >>> step = KERNELS["aten::add.out"].specialize(a, b, 1, o)
     >>> _ = step()
     >>> o
     array([2., 2., 2.], dtype=float32)
@@ -25,7 +29,8 @@ from functools import partial
 import numpy as np
 
 from pterun import threads
-from pterun.kernels.registry import KERNELS
+from pterun.kernels._common import write_out, write_out_step
+from pterun.numerics import ERFC_NEGLIGIBLE, ERFCX_P, ERFCX_Q
 
 try:  # the clip ufunc itself, without np.clip's Python-level argument handling
     from numpy._core.umath import clip as _clip
@@ -37,18 +42,11 @@ F64 = np.dtype(np.float64)
 _FLOATS = (F32, F64)
 
 
-def _call(fn, *args):
+def _step_of(fn, *args):
     """A step running ``fn(*args)``: a ``functools.partial``, called from C without a Python frame, with the
     output array passed positionally (a keyword ``out=`` costs more per call). Such a step returns what ``fn``
     returns; the interpreter wraps it where a step's return value means a jump (chains with JumpFalse)."""
     return partial(fn, *args)
-
-
-def _attach(name: str):
-    def deco(spec):
-        KERNELS[name].fn.specialize = spec
-        return spec
-    return deco
 
 
 def _same_float(*arrays) -> bool:
@@ -63,24 +61,22 @@ def _broadcasts_to(out, *arrays) -> bool:
         return False
 
 
-def _binary(ufunc):
-    def spec(self, other, *rest):
+def binary(ufunc):
+    """Tensor-tensor arithmetic (add, sub, mul, div) with alpha 1, same float dtype, no broadcast of out."""
+    def spec(general, self, other, *rest):
         out = rest[-1]
         alpha = rest[0] if len(rest) == 2 else 1
         if alpha != 1 or not isinstance(other, np.ndarray) or not _same_float(self, other, out):
             return None
         if not _broadcasts_to(out, self, other):
             return None
-        return _call(ufunc, self, other, out)
+        return _step_of(ufunc, self, other, out)
     return spec
 
 
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
-    _attach(f"aten::{_name}.out")(_binary(_uf))
-
-
-def _binary_scalar(ufunc):
-    def spec(self, other, *rest):
+def binary_scalar(ufunc):
+    """Tensor-scalar arithmetic with alpha 1: the scalar in the tensor's float type, as the general kernel."""
+    def spec(general, self, other, *rest):
         out = rest[-1]
         alpha = rest[0] if len(rest) == 2 else 1
         if alpha != 1 or isinstance(other, bool) or not isinstance(other, (int, float)):
@@ -88,93 +84,68 @@ def _binary_scalar(ufunc):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
         scalar = self.dtype.type(other)  # the scalar in the tensor's float type, as the general kernel
-        return _call(ufunc, self, scalar, out)
+        return _step_of(ufunc, self, scalar, out)
     return spec
 
 
-for _name, _uf in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply), ("div", np.true_divide)):
-    _attach(f"aten::{_name}.Scalar_out")(_binary_scalar(_uf))
-
-
-@_attach("aten::relu.out")
-def _relu(self, out):
+def relu(general, self, out):
     # clip(x, 0, inf) is the general kernel's where(x < 0, 0, x) exactly (NaN and -0.0 pass through), and
     # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
     if not _same_float(self, out) or self.shape != out.shape:
         return None
-    return _call(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
+    return _step_of(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
 
 
-@_attach("aten::hardtanh.out")
-def _hardtanh(self, min_val, max_val, out):
+def hardtanh(general, self, min_val, max_val, out):
     if not _same_float(self, out) or self.shape != out.shape:
         return None
     lo, hi = self.dtype.type(min_val), self.dtype.type(max_val)
-    return _call(_clip, self, lo, hi, out)
+    return _step_of(_clip, self, lo, hi, out)
 
 
-def _view_copy(name: str):
+def copy_of_view(general, self, *rest):
     """Copy kernels whose general form returns a view of ``self`` (permute, slice, squeeze, expand ...): the
-    view is taken once at load, from the general kernel itself, and each call is one ``copyto``."""
-    general = KERNELS[name].fn
-
-    def spec(self, *rest):
-        out = rest[-1]
-        if self.dtype != out.dtype or self.size == 0:
-            return None
-        try:
-            view = general(self, *rest)
-        except Exception:  # noqa: BLE001  (the general kernel raises its own error at run time)
-            return None
-        if not isinstance(view, np.ndarray) or view.shape != out.shape or not np.shares_memory(view, self):
-            return None  # not a view of self: it would go stale, so compute it every call
-        return _call(np.copyto, out, view)
-    return spec
+    view is taken once at load, from the general kernel itself, and each call is one copy into ``out``."""
+    out = rest[-1]
+    if self.dtype != out.dtype or self.size == 0:
+        return None
+    try:
+        view = general(self, *rest)
+    except Exception:  # noqa: BLE001  (the general kernel raises its own error at run time)
+        return None
+    if not isinstance(view, np.ndarray) or view.shape != out.shape or not np.shares_memory(view, self):
+        return None  # not a view of self: it would go stale, so compute it every call
+    return write_out_step(out, view)
 
 
-for _name in ("aten::permute_copy.out", "aten::view_copy.out", "aten::clone.out", "aten::unsqueeze_copy.out",
-              "aten::squeeze_copy.dim_out", "aten::squeeze_copy.dims_out", "aten::slice_copy.Tensor_out",
-              "aten::expand_copy.out", "aten::transpose_copy.int_out", "aten::t_copy.out", "aten::alias_copy.out",
-              "aten::detach_copy.out", "dim_order_ops::_clone_dim_order.out",
-              "dim_order_ops::_to_dim_order_copy.out"):
-    _attach(_name)(_view_copy(_name))
+def copies_of_views(general, self, *rest):
+    """Split kernels whose general form returns views of ``self``: each call copies them into the outs."""
+    outs = rest[-1]
+    if self.size == 0 or any(o.dtype != self.dtype for o in outs):
+        return None
+    try:
+        views = general(self, *rest)
+    except Exception:  # noqa: BLE001
+        return None
+    if len(views) != len(outs) or any(v.shape != o.shape or (v.size and not np.shares_memory(v, self))
+                                      for v, o in zip(views, outs)):
+        return None
+    writes = [write_out_step(o, v) for o, v in zip(outs, views)]
+
+    def step():
+        for write in writes:
+            write()
+    return step
 
 
-def _split(name: str):
-    general = KERNELS[name].fn
-
-    def spec(self, *rest):
-        outs = rest[-1]
-        if self.size == 0 or any(o.dtype != self.dtype for o in outs):
-            return None
-        try:
-            views = general(self, *rest)
-        except Exception:  # noqa: BLE001
-            return None
-        if len(views) != len(outs) or any(v.shape != o.shape or (v.size and not np.shares_memory(v, self))
-                                          for v, o in zip(views, outs)):
-            return None
-        pairs = list(zip(outs, views))
-
-        def step():
-            for o, v in pairs:
-                np.copyto(o, v)
-        return step
-    return spec
-
-
-_attach("aten::split_with_sizes_copy.out")(_split("aten::split_with_sizes_copy.out"))
-_attach("aten::split_copy.Tensor_out")(_split("aten::split_copy.Tensor_out"))
-
-
-def _float_unary(*ufuncs):
+def float_unary(*ufuncs):
     """A chain of same-dtype ufuncs computed in place in ``out`` (the general kernel's exact float32 steps)."""
-    def spec(self, out):
+    def spec(general, self, out):
         if not _same_float(self, out) or self.shape != out.shape:
             return None
 
         if len(ufuncs) == 1:
-            return _call(ufuncs[0], self, out)
+            return _step_of(ufuncs[0], self, out)
 
         def step():
             ufuncs[0](self, out)
@@ -184,13 +155,7 @@ def _float_unary(*ufuncs):
     return spec
 
 
-for _name, _uf in (("exp", np.exp), ("tanh", np.tanh), ("neg", np.negative), ("abs", np.absolute),
-                   ("sqrt", np.sqrt), ("sin", np.sin), ("cos", np.cos), ("log", np.log)):
-    _attach(f"aten::{_name}.out")(_float_unary(_uf))
-
-
-@_attach("aten::sigmoid.out")
-def _sigmoid(self, out):
+def sigmoid(general, self, out):
     # the general kernel computes 1 / (1 + exp(-x)) in x's float type; the same steps, in place
     if not _same_float(self, out) or self.shape != out.shape:
         return None
@@ -220,7 +185,7 @@ def _gemm(a, b, out, bias=None):
     broadcasts to ``out``."""
     product = _product(out)
     if bias is None:
-        whole = _call(product, a, b, out)
+        whole = _step_of(product, a, b, out)
     else:
         def whole():
             product(a, b, out)
@@ -238,8 +203,7 @@ def _gemm(a, b, out, bias=None):
     return step
 
 
-@_attach("aten::mm.out")
-def _mm(self, mat2, out):
+def mm(general, self, mat2, out):
     if self.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat2):
         return None
     if (self.shape[0], mat2.shape[1]) != out.shape or self.shape[1] != mat2.shape[0]:
@@ -247,18 +211,16 @@ def _mm(self, mat2, out):
     return _gemm(self, mat2, out)
 
 
-@_attach("aten::bmm.out")
-def _bmm(self, mat2, out):
+def bmm(general, self, mat2, out):
     if self.ndim != 3 or mat2.ndim != 3 or not _matmul_ok(out, self, mat2):
         return None
     if (self.shape[0], self.shape[1], mat2.shape[2]) != out.shape or self.shape[2] != mat2.shape[1] \
             or self.shape[0] != mat2.shape[0]:
         return None
-    return _call(np.matmul, self, mat2, out)
+    return _step_of(np.matmul, self, mat2, out)
 
 
-@_attach("aten::addmm.out")
-def _addmm(self, mat1, mat2, beta, alpha, out):
+def addmm(general, self, mat1, mat2, beta, alpha, out):
     if beta != 1 or alpha != 1 or mat1.ndim != 2 or mat2.ndim != 2 or not _matmul_ok(out, self, mat1, mat2):
         return None
     if (mat1.shape[0], mat2.shape[1]) != out.shape or mat1.shape[1] != mat2.shape[0]:
@@ -268,8 +230,7 @@ def _addmm(self, mat1, mat2, beta, alpha, out):
     return _gemm(mat1, mat2, out, self)
 
 
-@_attach("aten::linear.out")
-def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
+def linear(general, input, weight, bias, out):  # noqa: A002  (schema names)
     arrays = (input, weight) if bias is None else (input, weight, bias)
     if weight.ndim != 2 or input.ndim < 1 or not _matmul_ok(out, *arrays):
         return None
@@ -279,7 +240,7 @@ def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
     if input.ndim == 2:
         return _gemm(input, wt, out, bias)
     if bias is None:  # N-d input: matmul (dot would contract it differently)
-        return _call(np.matmul, input, wt, out)
+        return _step_of(np.matmul, input, wt, out)
 
     def step():
         np.matmul(input, wt, out)
@@ -287,22 +248,15 @@ def _linear(input, weight, bias, out):  # noqa: A002  (schema names)
     return step
 
 
-# exp(a*a) * erfc(a) = P(a) / Q(a), coefficients in ascending powers of a: W. J. Cody's rational approximation
-# (Math. Comp. 23, 1969) for 0.47 <= a <= 4. Measured against math.erfc it stays within 5e-12 (relative) on all of
-# [0, 6] and within 7e-13 on [4, 6], where gelu's negative tail needs it; all coefficients are positive, so summing
-# the powers loses nothing to cancellation.
-_ERFCX_P = (1.23033935479799725e3, 2.05107837782607147e3, 1.71204761263407058e3, 8.81952221241769090e2,
-            2.98635138197400131e2, 6.61191906371416295e1, 8.88314979438837594e0, 5.64188496988670089e-1,
-            2.15311535474403846e-8)
-_ERFCX_Q = (1.23033935480374942e3, 3.43936767414372164e3, 4.36261909014324716e3, 3.29079923573345963e3,
-            1.62138957456669019e3, 5.37181101862009858e2, 1.17693950891312499e2, 1.57449261107098347e1, 1.0)
+# erfc(|z|) as exp(-z*z) * P(|z|) / Q(|z|): numerics' rational for this path (accurate to 5e-12 relative on
+# [0, 6], several times faster than the general erf's three-range series; see pterun.numerics)
 # 0.5 * P: the gelu factor needs half of erfc
-_HALF_ERFCX = np.array([[0.5 * c for c in _ERFCX_P], _ERFCX_Q])
+_HALF_ERFCX = np.array([[0.5 * c for c in ERFCX_P], ERFCX_Q])
 # constants as 0-d arrays: ufuncs take them faster than Python or NumPy scalars
 _HALF = np.array(0.5)
 _SQRT_HALF = np.array(np.sqrt(0.5))
-# erfc(6) < 2**-54: from there on 1 - erfc(a) rounds to 1 in double, as erf does in the general kernel
-_ERFC_TAIL = np.array(6.0)
+# from there on 1 - erfc(a) rounds to 1 in double, as erf does in the general kernel
+_ERFC_TAIL = np.array(ERFC_NEGLIGIBLE)
 _GELU_CHUNK = 2048  # elements per pass: the scratch (13 float64 rows) stays in cache
 
 
@@ -327,18 +281,17 @@ def _gelu_pass(x, out, scratch):
     np.copysign(e, xd, e)
     np.add(e, _HALF, e)  # 0.5 * (1 + erf(z)); 0 for x = -inf, so -inf * 0 gives NaN as in the general kernel
     np.multiply(xd, e, e)
-    np.copyto(out, e, casting="same_kind")  # one rounding of the float64 product to float32
+    write_out(out, e)  # one rounding of the float64 product to float32
 
 
 def _gelu_scratch(n: int) -> tuple:
-    powers = np.ones((len(_ERFCX_P), n))  # row k holds a**k
+    powers = np.ones((len(ERFCX_P), n))  # row k holds a**k
     pq = np.empty((2, n))
     return (np.empty(n), powers, powers[1], powers[2], powers[1:3], powers[2:3], powers[3:5], powers[1:5],
             powers[4:5], powers[5:9], pq, pq[0], pq[1], np.empty(n))
 
 
-@_attach("aten::gelu.out")
-def _gelu(self, approximate, out):
+def gelu(general, self, approximate, out):
     if approximate not in (None, "none") or self.dtype != F32 or out.dtype != F32 or self.shape != out.shape:
         return None
     if self.size == 0 or self.strides != out.strides:
@@ -354,7 +307,7 @@ def _gelu(self, approximate, out):
         scratch = full if w == n else _gelu_scratch(w)
         passes.append((x[start:start + w], o[start:start + w], scratch))
     if len(passes) == 1:
-        return _call(_gelu_pass, *passes[0])
+        return _step_of(_gelu_pass, *passes[0])
 
     def step():
         for args in passes:

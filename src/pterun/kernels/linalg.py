@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from pterun.kernels import fast
 from pterun.kernels._common import as_dtype, promote_dtypes, to_compute, widen_half
 from pterun.kernels.registry import register
 
@@ -31,7 +32,7 @@ def _check_rank(name, want, *arrays):
         raise ValueError(f"{name} needs {want}-D tensors, got shapes {[list(a.shape) for a in arrays]}")
 
 
-@register("aten::mm.out")
+@register("aten::mm.out", specialize=fast.mm)
 def mm_out(self, mat2, out):
     """mm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)"""
     _check_rank("mm", 2, self, mat2)
@@ -39,7 +40,7 @@ def mm_out(self, mat2, out):
     return np.matmul(a, b)
 
 
-@register("aten::bmm.out")
+@register("aten::bmm.out", specialize=fast.bmm)
 def bmm_out(self, mat2, out):
     """bmm.out(Tensor self, Tensor mat2, *, Tensor(a!) out) -> Tensor(a!)"""
     _check_rank("bmm", 3, self, mat2)
@@ -47,7 +48,7 @@ def bmm_out(self, mat2, out):
     return np.matmul(a, b)
 
 
-@register("aten::addmm.out")
+@register("aten::addmm.out", specialize=fast.addmm)
 def addmm_out(self, mat1, mat2, beta, alpha, out):
     """addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     _check_rank("addmm", 2, mat1, mat2)
@@ -60,7 +61,7 @@ def addmm_out(self, mat1, mat2, beta, alpha, out):
     return prod + (bias if beta == 1 else bias * to_compute(beta, ct))
 
 
-@register("aten::linear.out")
+@register("aten::linear.out", specialize=fast.linear)
 def linear_out(input, weight, bias, out):  # noqa: A002  (schema names)
     """linear.out(Tensor input, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)"""
     a, w = _mat(input, weight)

@@ -102,9 +102,10 @@ PRIM_OPS = (
     "executorch_prim::et_view.default",
 )
 
-#: operator -> why pterun refuses it; such operators are registered with a ``not_supported`` attribute so
-#: that loading a program that uses them fails with NotSupportedError naming the operator and the reason.
-NOT_SUPPORTED: dict[str, str] = {}
+#: operator -> why pterun refuses it: the operators registered with ``register(name, not_supported=reason)``,
+#: so that loading a program that uses them fails with NotSupportedError naming the operator and the reason.
+#: (Importing this module imports the whole kernel package first, so the registry is complete here.)
+NOT_SUPPORTED: dict[str, str] = {name: k.not_supported for name, k in KERNELS.items() if k.not_supported}
 
 SECTIONS = {"portable": PORTABLE_OPS, "prim": PRIM_OPS, "quantized": QUANTIZED_OPS, "optimized": OPTIMIZED_OPS}
 
@@ -113,8 +114,7 @@ def _status(op: str) -> str:
     kernel = KERNELS.get(op)
     if kernel is None:
         return "missing"
-    reason = getattr(kernel.fn, "not_supported", None)
-    return f"not supported: {reason}" if reason else "supported"
+    return f"not supported: {kernel.not_supported}" if kernel.not_supported else "supported"
 
 
 def coverage_report(operator_names: list[str] | None = None) -> str:

@@ -191,7 +191,7 @@ _double_only("round", round)  # Python's round is half-to-even, as ExecuTorch's
 _double_only("trunc", math.trunc)
 
 
-@register("executorch_prim::et_view.default", raw=True)
+@register("executorch_prim::et_view.default", raw=True, volatile_args=(2,))
 def et_view(values, args):
     """et_view.default(Tensor self, int[] size) -> Tensor: ``out`` aliases ``self``'s memory."""
     src, out = values[args[0]], values[args[2]]
@@ -211,10 +211,8 @@ def et_view(values, args):
     out.rebind(src.storage, size)
 
 
-et_view.volatile_args = (2,)
 
-
-@register("executorch_prim::et_copy_index.tensor", raw=True)
+@register("executorch_prim::et_copy_index.tensor", raw=True, volatile_args=(0,))
 def et_copy_index(values, args):
     """et_copy_index.tensor(Tensor(a!) copy_to, Tensor copy_from, int index): stack map/scan outputs."""
     dst, src, index = values[args[0]], values[args[1]].array, values[args[2]]
@@ -225,5 +223,3 @@ def et_copy_index(values, args):
     dst.resize((index + 1,) + src.shape)
     dst.array[index] = src
 
-
-et_copy_index.volatile_args = (0,)

@@ -17,6 +17,7 @@ import numpy as np
 
 from pterun.kernels._common import F32, F64, I64, wrap_dim
 from pterun.kernels.registry import register
+from pterun.numerics import along_axis, inverse_scale
 
 _INT64_MIN = np.float64(-(2 ** 63))
 
@@ -25,7 +26,7 @@ def quantize(x, scale, zero_point, quant_min, quant_max, dtype):
     """Quantize with (broadcastable) per-element scale / zero point, as ExecuTorch's quantize_val."""
     if x.dtype.kind not in "fV":
         raise TypeError(f"quantize needs a floating input, got {x.dtype}")
-    inv = np.float32(1) / np.asarray(scale, F64).astype(F32)
+    inv = inverse_scale(scale)
     with np.errstate(over="ignore", invalid="ignore"):
         if x.dtype == F64:
             v = (inv.astype(F64) * x).astype(F32)
@@ -46,13 +47,6 @@ def dequantize(q, scale, zero_point):
 def _check_q(q, dtype):
     if q.dtype != dtype:
         raise TypeError(f"quantized input has dtype {q.dtype}, but the op says {dtype}")
-
-
-def _per_axis(values, axis, ndim):
-    """A 1-D per-channel parameter shaped to broadcast along ``axis`` of an ndim tensor."""
-    shape = [1] * ndim
-    shape[axis] = -1
-    return np.asarray(values).reshape(shape)
 
 
 def _one(t, what):
@@ -79,7 +73,7 @@ def quantize_per_channel_out(input, scales, zero_points, axis, quant_min, quant_
     a = wrap_dim(axis, input.ndim)
     if scales.size != input.shape[a] or zero_points.size != input.shape[a]:
         raise ValueError(f"per-channel parameters need {input.shape[a]} entries along axis {a}")
-    return quantize(input, _per_axis(scales, a, input.ndim), _per_axis(zero_points, a, input.ndim), quant_min,
+    return quantize(input, along_axis(scales, a, input.ndim), along_axis(zero_points, a, input.ndim), quant_min,
                     quant_max, dtype)
 
 
@@ -112,8 +106,8 @@ def dequantize_per_channel_out(input, scales, zero_points, axis, quant_min, quan
     a = wrap_dim(axis, input.ndim)
     if scales.size != input.shape[a]:
         raise ValueError(f"dequantize_per_channel needs {input.shape[a]} scales along axis {a}, got {scales.size}")
-    zp = 0 if zero_points is None else _per_axis(zero_points, a, input.ndim)
-    return dequantize(input, _per_axis(scales, a, input.ndim), zp)
+    zp = 0 if zero_points is None else along_axis(zero_points, a, input.ndim)
+    return dequantize(input, along_axis(scales, a, input.ndim), zp)
 
 
 @register("quantized_decomposed::dequantize_per_token.out")

@@ -33,7 +33,7 @@ def _rng() -> np.random.Generator:
     return _RNG
 
 
-@register("aten::rand.out")
+@register("aten::rand.out", foldable=False)
 def rand_out(size, out):
     """rand.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
     x = _rng().random(tuple(size))
@@ -41,13 +41,13 @@ def rand_out(size, out):
     return np.minimum(x.astype(out.dtype), np.nextafter(np.array(1.0, out.dtype), 0)) if out.dtype.kind == "f" else x
 
 
-@register("aten::randn.out")
+@register("aten::randn.out", foldable=False)
 def randn_out(size, out):
     """randn.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
     return _rng().standard_normal(tuple(size))
 
 
-@register("aten::native_dropout.out")
+@register("aten::native_dropout.out", foldable=False)
 def native_dropout_out(input, p, train, out0, out1):  # noqa: A002  (schema names)
     """native_dropout.out(Tensor input, float p, bool? train, *, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))"""
     if not 0 <= p <= 1:

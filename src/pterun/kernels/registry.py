@@ -59,12 +59,29 @@ _FROM_DOC = object()  # a registered kernel's schema, parsed from its docstring 
 
 
 class Kernel:
-    """A registered kernel; ``schema`` is None for raw kernels."""
+    """A registered kernel: the operator's name, its function and everything the interpreter needs to know
+    about it, all declared in the one ``register(...)`` call next to the function.
 
-    __slots__ = ("name", "fn", "_schema", "raw")
+    ``schema`` is None for raw kernels. ``volatile_args``: for a raw kernel, the argument positions whose
+    tensors it retargets or resizes (None: all of them). ``foldable``: whether an instance with constant
+    inputs may be computed once at load (False for random draws and uninitialised buffers).
+    ``returns_view``: whether the result is normally a view of an input, so folding it costs no memory.
+    ``not_supported``: why pterun refuses the operator (loading a program that uses it fails with this
+    reason), or None. :meth:`specialize` asks for a load-time fast path.
+    """
 
-    def __init__(self, name: str, fn: Callable, schema: Schema | None, raw: bool = False):
+    __slots__ = ("name", "fn", "_schema", "raw", "_specializer", "volatile_args", "foldable", "returns_view",
+                 "not_supported")
+
+    def __init__(self, name: str, fn: Callable, schema: Schema | None, raw: bool = False, *,
+                 specialize: Callable | None = None, volatile_args: tuple[int, ...] | None = None,
+                 foldable: bool = True, returns_view: bool = False, not_supported: str | None = None):
         self.name, self.fn, self._schema, self.raw = name, fn, schema, raw
+        self._specializer = specialize
+        self.volatile_args = volatile_args
+        self.foldable = foldable
+        self.returns_view = returns_view
+        self.not_supported = not_supported
 
     @property
     def schema(self) -> Schema | None:
@@ -72,6 +89,19 @@ class Kernel:
         if self._schema is _FROM_DOC:
             self._schema = parse_schema(self.fn.__doc__.strip().splitlines()[0])
         return self._schema
+
+    @property
+    def has_fast_path(self) -> bool:
+        return self._specializer is not None
+
+    def specialize(self, *args) -> Callable[[], object] | None:
+        """A zero-argument step computing this operator straight into its ``out`` array(s) for these load-time
+        arguments (every one fixed: static shapes, constant scalars), or None where only the general kernel
+        applies. The step gives the same bits as the general kernel followed by the interpreter's write.
+        """
+        if self._specializer is None:
+            return None
+        return self._specializer(self.fn, *args)
 
     def __repr__(self) -> str:
         return f"Kernel({self.name!r}, {self.fn.__module__}.{self.fn.__name__})"
@@ -132,11 +162,19 @@ def parse_schema(text: str) -> Schema:
     return Schema(name, tuple(args), returns, mutable)
 
 
-def register(name: str, *, raw: bool = False) -> Callable[[Callable], Callable]:
-    """Register ``fn`` as the kernel for operator ``name``; registering a name twice is an error.
+def register(name: str, *, raw: bool = False, specialize: Callable | None = None,
+             volatile_args: tuple[int, ...] | None = None, foldable: bool = True, returns_view: bool = False,
+             not_supported: str | None = None) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the kernel for operator ``name``, with its whole contract; registering a name twice
+    is an error.
 
     ``raw=True`` kernels receive ``(values, arg_indices)`` — the method's live value slots — and do their own
-    argument handling; only the few operators that alias or resize tensors (``et_view``) need that.
+    argument handling; only the few operators that alias or resize tensors (``et_view``) need that, and they
+    name the arguments they retarget in ``volatile_args``. ``specialize(general, *args)`` builds a load-time
+    fast path from the general kernel and the instruction's fixed arguments (see :mod:`pterun.kernels.fast`).
+    ``foldable=False`` keeps an instruction from being computed at load however constant its inputs;
+    ``returns_view=True`` says the result is normally a view of an input; ``not_supported`` registers an
+    operator only to refuse it at load, with that reason. See :class:`Kernel`.
     """
 
     def deco(fn: Callable) -> Callable:
@@ -145,7 +183,11 @@ def register(name: str, *, raw: bool = False) -> Callable[[Callable], Callable]:
                                f"{fn.__module__})")
         if not raw and not (fn.__doc__ or "").strip():
             raise RuntimeError(f"kernel for {name!r} has no schema docstring")
-        KERNELS[name] = Kernel(name, fn, None if raw else _FROM_DOC, raw)
+        if volatile_args is not None and not raw:
+            raise RuntimeError(f"kernel for {name!r}: volatile_args applies to raw kernels only")
+        KERNELS[name] = Kernel(name, fn, None if raw else _FROM_DOC, raw, specialize=specialize,
+                               volatile_args=volatile_args, foldable=foldable, returns_view=returns_view,
+                               not_supported=not_supported)
         return fn
 
     return deco

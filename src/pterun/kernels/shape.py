@@ -14,23 +14,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from pterun.kernels import fast
 from pterun.kernels._common import wrap_dim, wrap_dims
 from pterun.kernels.registry import register
 
 
-@register("aten::view_copy.out")
+@register("aten::view_copy.out", specialize=fast.copy_of_view, returns_view=True)
 def view_copy_out(self, size, out):
     """view_copy.out(Tensor self, SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
     return self.reshape(size)
 
 
-@register("aten::permute_copy.out")
+@register("aten::permute_copy.out", specialize=fast.copy_of_view, returns_view=True)
 def permute_copy_out(self, dims, out):
     """permute_copy.out(Tensor self, int[] dims, *, Tensor(a!) out) -> Tensor(a!)"""
     return self.transpose(wrap_dims(dims, self.ndim))
 
 
-@register("aten::transpose_copy.int_out")
+@register("aten::transpose_copy.int_out", specialize=fast.copy_of_view, returns_view=True)
 def transpose_copy_int_out(self, dim0, dim1, out):
     """transpose_copy.int_out(Tensor self, int dim0, int dim1, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.ndim == 0:
@@ -38,7 +39,7 @@ def transpose_copy_int_out(self, dim0, dim1, out):
     return np.swapaxes(self, wrap_dim(dim0, self.ndim), wrap_dim(dim1, self.ndim))
 
 
-@register("aten::t_copy.out")
+@register("aten::t_copy.out", specialize=fast.copy_of_view, returns_view=True)
 def t_copy_out(self, out):
     """t_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.ndim > 2:
@@ -46,7 +47,7 @@ def t_copy_out(self, out):
     return self.T
 
 
-@register("aten::expand_copy.out")
+@register("aten::expand_copy.out", specialize=fast.copy_of_view, returns_view=True)
 def expand_copy_out(self, size, implicit, out):
     """expand_copy.out(Tensor self, SymInt[] size, *, bool implicit=False, Tensor(a!) out) -> Tensor(a!)"""
     lead = len(size) - self.ndim
@@ -56,7 +57,7 @@ def expand_copy_out(self, size, implicit, out):
     return np.broadcast_to(self, target)
 
 
-@register("aten::squeeze_copy.dim_out")
+@register("aten::squeeze_copy.dim_out", specialize=fast.copy_of_view, returns_view=True)
 def squeeze_copy_dim_out(self, dim, out):
     """squeeze_copy.dim_out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.ndim == 0:
@@ -65,7 +66,7 @@ def squeeze_copy_dim_out(self, dim, out):
     return np.squeeze(self, d) if self.shape[d] == 1 else self
 
 
-@register("aten::squeeze_copy.dims_out")
+@register("aten::squeeze_copy.dims_out", specialize=fast.copy_of_view, returns_view=True)
 def squeeze_copy_dims_out(self, dim, out):
     """squeeze_copy.dims_out(Tensor self, int[] dim, *, Tensor(a!) out) -> Tensor(a!)"""
     if self.ndim == 0:
@@ -74,7 +75,7 @@ def squeeze_copy_dims_out(self, dim, out):
     return np.squeeze(self, axes) if axes else self
 
 
-@register("aten::unsqueeze_copy.out")
+@register("aten::unsqueeze_copy.out", specialize=fast.copy_of_view, returns_view=True)
 def unsqueeze_copy_out(self, dim, out):
     """unsqueeze_copy.out(Tensor self, int dim, *, Tensor(a!) out) -> Tensor(a!)"""
     return np.expand_dims(self, wrap_dim(dim, self.ndim + 1))
@@ -97,7 +98,7 @@ def stack_out(tensors, dim, out):
     return np.stack([t.astype(out.dtype, copy=False) for t in tensors], axis=wrap_dim(dim, tensors[0].ndim + 1))
 
 
-@register("aten::split_with_sizes_copy.out")
+@register("aten::split_with_sizes_copy.out", specialize=fast.copies_of_views, returns_view=True)
 def split_with_sizes_copy_out(self, split_sizes, dim, out):
     """split_with_sizes_copy.out(Tensor self, SymInt[] split_sizes, int dim=0, *, Tensor(a!)[] out) -> ()"""
     d = wrap_dim(dim, self.ndim)
@@ -106,7 +107,7 @@ def split_with_sizes_copy_out(self, split_sizes, dim, out):
     return np.split(self, np.cumsum(split_sizes)[:-1], axis=d)
 
 
-@register("aten::split_copy.Tensor_out")
+@register("aten::split_copy.Tensor_out", specialize=fast.copies_of_views, returns_view=True)
 def split_copy_tensor_out(self, split_size, dim, out):
     """split_copy.Tensor_out(Tensor self, SymInt split_size, int dim=0, *, Tensor(a!)[] out) -> ()"""
     d = wrap_dim(dim, self.ndim)
@@ -115,14 +116,14 @@ def split_copy_tensor_out(self, split_size, dim, out):
     return np.split(self, bounds, axis=d)
 
 
-@register("aten::unbind_copy.int_out")
+@register("aten::unbind_copy.int_out", returns_view=True)
 def unbind_copy_int_out(self, dim, out):
     """unbind_copy.int_out(Tensor self, int dim=0, *, Tensor(a!)[] out) -> ()"""
     d = wrap_dim(dim, self.ndim)
     return [np.take(self, i, axis=d) for i in range(self.shape[d])]
 
 
-@register("aten::slice_copy.Tensor_out")
+@register("aten::slice_copy.Tensor_out", specialize=fast.copy_of_view, returns_view=True)
 def slice_copy_tensor_out(self, dim, start, end, step, out):
     """slice_copy.Tensor_out(Tensor self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1, *, Tensor(a!) out) -> Tensor(a!)"""
     if step <= 0:
@@ -133,7 +134,7 @@ def slice_copy_tensor_out(self, dim, start, end, step, out):
     return self[tuple(index)]
 
 
-@register("aten::select_copy.int_out")
+@register("aten::select_copy.int_out", returns_view=True)
 def select_copy_int_out(self, dim, index, out):
     """select_copy.int_out(Tensor self, int dim, SymInt index, *, Tensor(a!) out) -> Tensor(a!)"""
     d = wrap_dim(dim, self.ndim)
@@ -151,6 +152,9 @@ def _identity(name, schema):
     return kernel
 
 
+_COPY_FAST = {"aten::clone.out", "aten::alias_copy.out", "aten::detach_copy.out", "dim_order_ops::_clone_dim_order.out",
+              "dim_order_ops::_to_dim_order_copy.out"}
+_ALIASES = {"aten::alias_copy.out", "aten::detach_copy.out"}
 for _op, _schema in {
     "aten::clone.out": "clone.out(Tensor self, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)",
     "aten::alias_copy.out": "alias_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
@@ -162,8 +166,10 @@ for _op, _schema in {
     "et_copy::_h2d_copy.out": "_h2d_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
     "et_copy::_d2h_copy.out": "_d2h_copy.out(Tensor self, *, Tensor(a!) out) -> Tensor(a!)",
 }.items():
-    # the interpreter's write casts to out's dtype and lays data out in out's dim order
-    register(_op)(_identity(_op.split("::")[1].replace(".", "_"), _schema))
+    # the interpreter's write casts to out's dtype and lays data out in out's dim order; where out has self's
+    # dtype, the fast path is the same copy, and alias/detach are views in the folding sense too
+    register(_op, specialize=fast.copy_of_view if _op in _COPY_FAST else None, returns_view=_op in _ALIASES)(
+        _identity(_op.split("::")[1].replace(".", "_"), _schema))
 
 
 @register("aten::copy_")

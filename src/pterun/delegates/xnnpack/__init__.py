@@ -1,9 +1,14 @@
-"""The XNNPACK delegate, run with NumPy: reads the payload, compiles it once, executes per DelegateCall.
+"""The XNNPACK delegate: reads the payload into a typed graph once, then runs it on an engine per DelegateCall.
 
-``XnnpackBackend.init`` parses the blob (:mod:`.payload`), then builds a plan of NumPy steps
-(:mod:`.compile`, :mod:`.nodes`, :mod:`.gemm`, kernels in :mod:`.ops`, quantization in :mod:`.quant`).
-The plan's ``execute(args)`` takes the DelegateCall's arguments — the delegate's inputs, then its outputs,
-as runtime tensors — reads the inputs and writes (and resizes) the outputs.
+``XnnpackBackend.init`` reads the blob (:mod:`.payload`) into a typed graph (:mod:`.graph`) and hands it to an
+engine. Two exist: the **LiteRT engine** (:mod:`.litert_engine`: the graph translated into a TFLite model and
+run by LiteRT on XNNPACK itself, when ``ai-edge-litert`` is installed) and the **NumPy engine**
+(:mod:`.numpy_engine`: a plan of NumPy steps; builders in :mod:`.nodes` and :mod:`.gemm` against
+:mod:`.compiler`, kernels in :mod:`.ops`, quantization in :mod:`.quant`). The choice (``"auto"``, ``"numpy"``
+or ``"litert"``) comes from the Runtime; under ``"auto"`` and ``"litert"`` a graph the LiteRT engine cannot
+take runs on the NumPy engine, with one log line and the reason kept on the executor (``.engine``,
+``.engine_reason``). Either executor's ``execute(args)`` takes the DelegateCall's arguments — the delegate's
+inputs, then its outputs, as runtime tensors — reads the inputs and writes (and resizes) the outputs.
 
 Example::
 
@@ -16,17 +21,64 @@ from __future__ import annotations
 
 import numpy as np
 
+from pterun import threads
+from pterun._log import logger
 from pterun.delegates import DelegateContext, register_backend
-from pterun.delegates.xnnpack.compile import Plan, compile_graph
-from pterun.delegates.xnnpack.payload import read_graph
+from pterun.delegates.xnnpack.graph import Graph
+from pterun.delegates.xnnpack.numpy_engine import Plan, compile_graph
 from pterun.errors import DelegateError, PterunError
 
-__all__ = ["Plan", "XnnpackBackend", "load"]
+__all__ = ["ENGINES", "Plan", "XnnpackBackend", "engine_for", "load"]
+
+ENGINES = ("auto", "numpy", "litert")
 
 
-def load(blob: np.ndarray, named_data) -> Plan:
-    """Parse and compile one payload; ``named_data(key)`` returns the bytes of a named-data entry."""
-    graph = read_graph(np.asarray(blob, dtype=np.uint8), named_data)
+def load(blob: np.ndarray, named_data, engine: str = "auto"):
+    """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
+
+    Returns the executor: a LiteRT plan, or a NumPy :class:`Plan` (whose ``engine_reason`` says why LiteRT was
+    not used, None when it was not asked for).
+    """
+    graph = Graph.read(blob, named_data)
+    plan, reason = _litert(graph, engine, keep=True)
+    if plan is not None:
+        return plan
+    plan = _numpy(graph)
+    plan.engine_reason = reason
+    return plan
+
+
+def engine_for(graph: Graph, engine: str = "auto") -> tuple[str, str | None]:
+    """(engine name, reason or None): what :func:`load` would run ``graph`` on, for ``pterun inspect``."""
+    plan, reason = _litert(graph, engine, keep=False)
+    return ("litert", None) if plan is not None else ("numpy", reason)
+
+
+def _litert(graph: Graph, engine: str, keep: bool):
+    """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
+    if engine == "numpy":
+        return None, None
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    try:
+        return L.build(graph, threads.num_threads(), fallback=lambda: _numpy(graph)), None
+    except L.Unavailable as e:
+        if engine == "litert":
+            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
+                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')") from None
+        reason = f"LiteRT unavailable: {e}"
+        if keep:
+            logger().debug("XNNPACK delegate on the NumPy engine: %s", reason)
+    except L.Unsupported as e:
+        reason = str(e)
+        if keep:
+            logger().info("XNNPACK delegate runs on the NumPy engine (LiteRT cannot take it): %s", reason)
+    return None, reason
+
+
+def _numpy(graph: Graph) -> Plan:
     try:
         return compile_graph(graph)
     except PterunError:
@@ -43,8 +95,8 @@ class XnnpackBackend:
     def is_available(self) -> bool:
         return True
 
-    def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext) -> Plan:
-        return load(blob, ctx.named_data)
+    def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
+        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"))
 
 
 register_backend(XnnpackBackend())

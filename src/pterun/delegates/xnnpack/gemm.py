@@ -9,7 +9,7 @@ with qcint8 / qcint4 / qbint4 weights) takes the *real* path on dequantized floa
 
 Example::
 
-    >>> from pterun.delegates.xnnpack.nodes import BUILDERS, NAMES
+    >>> from pterun.delegates.xnnpack.numpy_engine import BUILDERS, NAMES
     >>> NAMES["FullyConnected"] in BUILDERS
     True
 """
@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.delegates.xnnpack import ops
-from pterun.delegates.xnnpack import payload as P
-from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.compile import Compiler
-from pterun.delegates.xnnpack.nodes import builds, chain
 from pterun import threads
+from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack import ops
+from pterun.delegates.xnnpack import quant as Q
+from pterun.delegates.xnnpack.compiler import Compiler, builds, chain
 
 F32 = np.float32
 
@@ -31,14 +30,14 @@ F32 = np.float32
 def integer_path(c: Compiler, x_id: int, w_id: int, o_id: int) -> bool:
     rx, ro, wv = c.rep(x_id), c.rep(o_id), c.value(w_id)
     return (rx.kind == ro.kind == "static" and wv.data is not None and wv.quant is not None
-            and wv.quant.kind in (P.PER_CHANNEL, P.PER_TENSOR))
+            and wv.quant.kind in (G.PER_CHANNEL, G.PER_TENSOR))
 
 
 def weight_ints(c: Compiler, w_id: int) -> np.ndarray:
     """Integer weight values (minus any per-tensor zero point) as float32."""
     q = c.value(w_id).quant
     w = c.const(w_id).astype(F32)
-    if q.kind == P.PER_TENSOR and q.zero_point:
+    if q.kind == G.PER_TENSOR and q.zero_point:
         w -= F32(q.zero_point)
     return w
 
@@ -46,7 +45,7 @@ def weight_ints(c: Compiler, w_id: int) -> np.ndarray:
 def weight_scales(c: Compiler, w_id: int, channels: int) -> np.ndarray:
     """One weight scale per output channel."""
     q = c.value(w_id).quant
-    if q.kind == P.PER_TENSOR:
+    if q.kind == G.PER_TENSOR:
         return np.full(channels, q.scale, F32)
     s = c.channel_scale(w_id).reshape(-1)
     if s.size != channels:
@@ -56,7 +55,7 @@ def weight_scales(c: Compiler, w_id: int, channels: int) -> np.ndarray:
 
 def bias_array(c: Compiler, b_id: int, channels: int, acc_scale=None) -> np.ndarray | None:
     """The bias as float32: in accumulator units on the integer path (``acc_scale`` given), else real."""
-    if b_id == P.INVALID_ID:
+    if b_id == G.INVALID_ID:
         return None
     if not c.is_const(b_id):
         raise c.fail(f"bias {c.value(b_id).describe()} must be a constant")
@@ -108,7 +107,7 @@ def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int,
 # -- fully connected ------------------------------------------------------------------------------------------
 @builds("FullyConnected")
 def build_fully_connected(c: Compiler, node) -> None:
-    transposed = bool(node.flags & P.FLAG_TRANSPOSE_WEIGHTS)  # filter is [in, out] instead of [out, in]
+    transposed = bool(node.flags & G.FLAG_TRANSPOSE_WEIGHTS)  # filter is [in, out] instead of [out, in]
     wv = c.value(node.filter_id)
     if len(wv.dims) != 2:
         raise c.fail(f"filter {wv.describe()} must be 2-D")
@@ -144,7 +143,7 @@ def emit_dynamic_fc(c: Compiler, node, transposed: bool) -> None:
     rx = c.rep(node.input1_id).real() or (lambda a: a)
     rw = c.rep(node.filter_id).real() or (lambda a: a)
     b = None
-    if node.bias_id != P.INVALID_ID:
+    if node.bias_id != G.INVALID_ID:
         b, rb = c.slot(node.bias_id), c.rep(node.bias_id).real() or (lambda a: a)
     o = c.out_slot(node.output_id)
     st = chain(c.rep(node.output_id).store(node.output_min, node.output_max, fresh=True))
@@ -168,7 +167,7 @@ def conv_geometry(c: Compiler, node) -> ops.Geometry:
         raise c.fail(f"kernel {kh}x{kw} / stride {sh}x{sw} must be positive")
     pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
     return ops.Geometry(pads, (kh, kw), (sh, sw), (max(node.dilation_height, 1), max(node.dilation_width, 1)),
-                        bool(node.flags & P.FLAG_TENSORFLOW_SAME_PADDING))
+                        bool(node.flags & G.FLAG_TENSORFLOW_SAME_PADDING))
 
 
 def check_filter(c: Compiler, node, expected: tuple) -> None:

@@ -12,45 +12,21 @@ kernel in :mod:`.ops` wants, and emits a closure. Three paths recur:
 
 Example::
 
-    >>> sorted(NAMES)[:3]
-    ['Abs', 'Add', 'ArgMaxPooling2d']
+    >>> from pterun.delegates.xnnpack.numpy_engine import BUILDERS
+    >>> NAMES["Conv2d"] in BUILDERS and NAMES["Add"] in BUILDERS
+    True
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import ops
-from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.compile import Compiler
+from pterun.delegates.xnnpack.compiler import NAMES, Compiler, builds, chain  # noqa: F401  (NAMES: doctest)
 
 F32 = np.float32
-BUILDERS: dict = {}
-NAMES = {name: kind for kind, (name, _) in P.NODE_TYPES.items()}
-
-
-def builds(*names):
-    def register(fn):
-        for n in names:
-            BUILDERS[NAMES[n]] = fn
-        return fn
-
-    return register
-
-
-def chain(*fns):
-    """Compose the non-None functions left to right into one callable."""
-    fns = [f for f in fns if f is not None]
-    if not fns:
-        return lambda a: a
-    if len(fns) == 1:
-        return fns[0]
-    if len(fns) == 2:
-        f, g = fns
-        return lambda a: g(f(a))
-    f, g, h = fns
-    return lambda a: h(g(f(a)))
 
 
 def emit_unary(c: Compiler, node, fn, in_id: int, out_id: int, fresh: bool = True) -> None:
@@ -215,7 +191,7 @@ def pool_geometry(c: Compiler, node) -> ops.Geometry:
     dh = max(getattr(node, "dilation_height", 1), 1)  # the avg-pool exporter writes 0 for "unused"
     dw = max(getattr(node, "dilation_width", 1), 1)
     pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
-    return ops.Geometry(pads, (ph, pw), (sh, sw), (dh, dw), bool(node.flags & P.FLAG_TENSORFLOW_SAME_PADDING))
+    return ops.Geometry(pads, (ph, pw), (sh, sw), (dh, dw), bool(node.flags & G.FLAG_TENSORFLOW_SAME_PADDING))
 
 
 @builds("MaxPooling2d")
@@ -231,7 +207,7 @@ def build_avg_pool(c: Compiler, node) -> None:
 
 @builds("GlobalAvgPooling2d")
 def build_global_avg_pool(c: Compiler, node) -> None:
-    keep = bool(node.flags & P.FLAG_KEEP_DIMS)
+    keep = bool(node.flags & G.FLAG_KEEP_DIMS)
     emit_unary(c, node, lambda a: ops.global_avg_pool(a, keep), node.input_id, node.output_id)
 
 
@@ -259,8 +235,8 @@ def build_argmax_pool(c: Compiler, node) -> None:
 def build_resize(c: Compiler, node) -> None:
     if node.new_height < 1 or node.new_width < 1:
         raise c.fail(f"output size {node.new_height}x{node.new_width} is empty")
-    fn = ops.ResizeBilinear(node.new_height, node.new_width, bool(node.flags & P.FLAG_ALIGN_CORNERS),
-                            bool(node.flags & P.FLAG_TENSORFLOW_LEGACY))
+    fn = ops.ResizeBilinear(node.new_height, node.new_width, bool(node.flags & G.FLAG_ALIGN_CORNERS),
+                            bool(node.flags & G.FLAG_TENSORFLOW_LEGACY))
     emit_unary(c, node, fn, node.input_id, node.output_id)
 
 
@@ -274,7 +250,7 @@ def build_convert(c: Compiler, node) -> None:
 
 @builds("BatchMatrixMultiply")
 def build_bmm(c: Compiler, node) -> None:
-    transpose_b = bool(node.flags & P.FLAG_TRANSPOSE_WEIGHTS)
+    transpose_b = bool(node.flags & G.FLAG_TRANSPOSE_WEIGHTS)
     if c.is_const(node.input2_id):  # constant B: dequantize/transpose once
         b = c.real_const(node.input2_id)
         b = np.ascontiguousarray(np.swapaxes(b, -1, -2) if transpose_b else b)

@@ -30,6 +30,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from pterun import threads
+from pterun.numerics import erfc_abs
 from pterun.threads import num_threads, parallel_for
 
 F32 = np.float32
@@ -571,20 +572,6 @@ def softmax(x: np.ndarray) -> np.ndarray:
 
 
 # -- elementwise ----------------------------------------------------------------------------------------------
-_ERFC = tuple(F32(c) for c in (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-                                -1.13520398, 1.48851587, -0.82215223, 0.17087277))
-
-
-def erfc_abs(z: np.ndarray) -> np.ndarray:
-    """erfc(|z|) with relative error below 1.2e-7 (Chebyshev fit, Numerical Recipes 6.2)."""
-    a = np.abs(z)
-    t = F32(1) / (F32(1) + F32(0.5) * a)
-    poly = _ERFC[-1]
-    for c in reversed(_ERFC[1:-1]):
-        poly = c + t * poly
-    return t * np.exp(-a * a + _ERFC[0] + t * poly)
-
-
 def gelu(x: np.ndarray) -> np.ndarray:
     """Exact (erf) GELU, written with erfc so that large negative inputs keep their relative accuracy."""
     half = F32(0.5) * x * erfc_abs(x * F32(0.7071067811865476))

@@ -1,0 +1,464 @@
+"""The LiteRT engine and engine selection: what runs where, the fallbacks (LiteRT missing, its schema module
+changed, a graph it cannot take, an input shape it cannot take), the engine setting's sources, the delegate
+being XNNPACK's (never LiteRT's builtin kernels), 4-bit weights staying packed, and LiteRT's stderr line.
+Fixture accuracy on both engines is in test_xnnpack_fixtures.py."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES, load_calls
+
+from pterun import Runtime
+from pterun.delegates.xnnpack import load
+from pterun.delegates.xnnpack import payload as P
+from pterun.errors import DelegateError
+from test_xnnpack import BINARY_REFS, F32, RNG, UNARY_REFS, Graph, T, V, out_tensor, per_token, randn, tensor
+
+HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
+needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+@pytest.fixture(autouse=True)
+def default_engine(monkeypatch):
+    """These tests are about the engine choice itself: start from the default, whatever the environment says."""
+    monkeypatch.delenv("PTERUN_ENGINE", raising=False)
+
+
+def _subprocess(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    script = f"import sys; sys.path.insert(0, {str(SRC)!r})\n" + textwrap.dedent(code)
+    e = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=e, timeout=120)
+
+
+# ==============================================================================================================
+# Engine selection
+# ==============================================================================================================
+@needs_litert
+def test_auto_runs_xnnpack_delegates_on_litert_and_reports_it():
+    program = Runtime().load_program(FIXTURES / "xnn_mobilenet_v2.pte")
+    assert program.engine == "auto"
+    method = program.load_method("forward")
+    (d,) = method.delegates
+    assert (d.index, d.backend, d.engine, d.reason) == (0, "XnnpackBackend", "litert", None)
+
+
+def test_numpy_engine_is_chosen_with_no_reason():
+    method = Runtime(engine="numpy").load_program(FIXTURES / "xnn_mobilenet_v2.pte").load_method("forward")
+    assert [(d.engine, d.reason) for d in method.delegates] == [("numpy", None)]
+
+
+def test_programs_without_delegates_report_none():
+    method = Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    assert method.delegates == []
+
+
+def test_engine_argument_beats_runtime_setting_beats_environment(monkeypatch):
+    monkeypatch.setenv("PTERUN_ENGINE", "numpy")
+    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
+    monkeypatch.setenv("PTERUN_ENGINE", "auto")
+    assert Runtime(engine="numpy").load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
+    assert Runtime(engine="numpy").load_program(FIXTURES / "xnn_mlp.pte", engine="auto").engine == "auto"
+    monkeypatch.setenv("PTERUN_ENGINE", " NumPy ")
+    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
+
+
+@needs_litert
+def test_the_engine_is_decided_at_load_program(monkeypatch):
+    program = Runtime().load_program(FIXTURES / "xnn_mlp.pte")
+    monkeypatch.setenv("PTERUN_ENGINE", "numpy")  # too late for this program
+    assert program.engine == "auto" and program.load_method("forward").delegates[0].engine == "litert"
+    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").load_method("forward").delegates[0].engine == "numpy"
+
+
+def test_bad_engine_values_are_value_errors(monkeypatch):
+    with pytest.raises(ValueError, match=r"engine must be one of 'auto', 'numpy', 'litert', got 'tflite'"):
+        Runtime(engine="tflite")
+    with pytest.raises(ValueError, match=r"engine must be one of .* got 'gpu'"):
+        Runtime().load_program(FIXTURES / "xnn_mlp.pte", engine="gpu")
+    monkeypatch.setenv("PTERUN_ENGINE", "fast")
+    with pytest.raises(ValueError, match=r"PTERUN_ENGINE must be one of .* got 'fast'"):
+        Runtime().load_program(FIXTURES / "xnn_mlp.pte")
+
+
+# ==============================================================================================================
+# Fallbacks
+# ==============================================================================================================
+def test_missing_litert_falls_back_under_auto_and_is_an_error_when_requested():
+    r = _subprocess("""
+        sys.modules["ai_edge_litert"] = None  # as if not installed
+        import pterun
+        from pterun.errors import DelegateError
+        m = pterun.Runtime().load_program("%s").load_method("forward")
+        (d,) = m.delegates
+        print(d.engine, "|", d.reason)
+        try:
+            pterun.Runtime().load_program("%s", engine="litert")
+        except DelegateError as e:
+            print("DelegateError |", e)
+        assert "ai_edge_litert" not in [k for k, v in sys.modules.items() if v is not None]
+    """ % (FIXTURES / "xnn_mlp.pte", FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    assert first.startswith("numpy | LiteRT unavailable: ai-edge-litert is not installed")
+    assert second.startswith("DelegateError | engine 'litert' was requested, but the LiteRT engine is unavailable: "
+                             "ai-edge-litert is not installed")
+    assert second.endswith("(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
+    assert r.stderr == ""
+
+
+@needs_litert
+def test_a_changed_schema_module_falls_back_with_the_reason(monkeypatch):
+    import types
+
+    import ai_edge_litert
+
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    fake = types.ModuleType("ai_edge_litert.schema_py_generated")  # a schema module without the object API
+    monkeypatch.setitem(sys.modules, "ai_edge_litert.schema_py_generated", fake)
+    monkeypatch.setattr(ai_edge_litert, "schema_py_generated", fake, raising=False)
+    monkeypatch.setattr(L, "_modules_cache", None)
+    monkeypatch.setattr(L, "_modules_error", None)
+    method = Runtime().load_program(FIXTURES / "xnn_mlp.pte").load_method("forward")
+    (d,) = method.delegates
+    assert d.engine == "numpy"
+    assert d.reason.startswith("LiteRT unavailable: ai_edge_litert.schema_py_generated lacks ModelT, SubGraphT")
+    (call,) = load_calls("xnn_mlp")[:1]
+    np.testing.assert_allclose(method.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
+    with pytest.raises(DelegateError, match="lacks ModelT"):
+        Runtime().load_program(FIXTURES / "xnn_mlp.pte", engine="litert")
+
+
+def _elu_graph(alpha: float) -> Graph:
+    g = Graph()
+    i, o = g.input([2, 5]), g.output([2, 5])
+    g.node("ELU", alpha=alpha, input_id=i, output_id=o)
+    return g
+
+
+@needs_litert
+def test_a_graph_litert_cannot_take_runs_on_numpy_with_one_log_line(caplog):
+    blob, named = _elu_graph(0.5).blob()
+    with caplog.at_level(logging.INFO, logger="pterun"):
+        ex = load(blob, named, "auto")
+    assert (ex.engine, ex.engine_reason) == ("numpy", "node 0 (XNNELU): ELU with alpha 0.5")
+    lines = [r.getMessage() for r in caplog.records if r.name == "pterun"]
+    assert lines == ["XNNPACK delegate runs on the NumPy engine (LiteRT cannot take it): node 0 (XNNELU): ELU "
+                     "with alpha 0.5"]
+    x = randn(2, 5)
+    out = out_tensor((2, 5), F32)
+    ex.execute([tensor(x), out])
+    np.testing.assert_allclose(out.array, np.where(x > 0, x, 0.5 * np.expm1(np.minimum(x, 0))), rtol=1e-6)
+    # the same graph with alpha 1 is LiteRT's
+    blob, named = _elu_graph(1.0).blob()
+    assert load(blob, named, "auto").engine == "litert"
+
+
+@needs_litert
+def test_engine_litert_still_falls_back_for_a_graph_it_cannot_take():
+    blob, named = _elu_graph(0.5).blob()
+    assert load(blob, named, "litert").engine == "numpy"
+
+
+@needs_litert
+def test_builtin_kernels_are_never_used():
+    # XNNPACK's delegate takes no stand-alone int8 RELU6 (LiteRT would run it on its builtin kernels): refused
+    q = (P.PER_TENSOR, T({4: ("f", 0.05), 6: ("i", 3)}))
+    g = Graph()
+    i, o = g.input([1, 8], P.QINT8, q), g.output([1, 8], P.QINT8, q)
+    g.node("Clamp", lo=0.0, hi=6.0, input_id=i, output_id=o)
+    blob, named = g.blob()
+    ex = load(blob, named, "auto")
+    assert ex.engine == "numpy"
+    assert ex.engine_reason == ("LiteRT's XNNPACK delegate did not take RELU6; LiteRT's builtin kernels round "
+                                "differently from XNNPACK")
+
+
+@needs_litert
+def test_invalid_graphs_still_get_the_numpy_engines_errors():
+    g = Graph()
+    i, o = g.input([2, 3]), g.output([2, 3])
+    t = g.internal([2, 3])
+    g.node("Negate", input_id=t, output_id=o)  # reads t before anything writes it
+    g.node("Abs", input_id=i, output_id=t)
+    blob, named = g.blob()
+    with pytest.raises(DelegateError, match="reads value 2 before any node produces it"):
+        load(blob, named, "auto")
+
+
+@needs_litert
+@pytest.mark.parametrize("name", sorted(UNARY_REFS) + sorted(BINARY_REFS))
+def test_elementwise_nodes_are_taken_by_litert(name):
+    # their values are checked against float64 references on both engines in test_xnnpack.py
+    g = Graph()
+    if name in UNARY_REFS:
+        i, o = g.input([2, 3, 5]), g.output([2, 3, 5])
+        g.node(name, input_id=i, output_id=o)
+    else:  # broadcasting, with a clamp that is not a TFLite activation (MAXIMUM/MINIMUM after the op)
+        a, b, o = g.input([2, 3, 4]), g.input([1, 3, 1]), g.output([2, 3, 4])
+        g.node(name, lo=-1.0, hi=2.0, input1_id=a, input2_id=b, output_id=o)
+    ex = load(*g.blob(), "litert")
+    assert (ex.engine, ex.engine_reason) == ("litert", None)
+
+
+# ==============================================================================================================
+# Dynamic shapes, threads, 4-bit weights, quantization parameters
+# ==============================================================================================================
+@needs_litert
+def test_inputs_of_a_new_shape_resize_the_interpreter():
+    method = Runtime().load_program(FIXTURES / "xnn_mlp_dynamic.pte").load_method("forward")
+    for call in load_calls("xnn_mlp_dynamic"):  # 8, 3 then 16 rows
+        (got,) = method.execute(call["inputs"])
+        assert got.shape == call["outputs"][0].shape
+        np.testing.assert_array_equal(got, call["outputs"][0])
+    assert method.delegates[0].engine == "litert"
+
+
+@needs_litert
+def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
+    # explicit pool padding that equals SAME only at 4x4: at 5x5 LiteRT's SAME would pad differently
+    g = Graph()
+    i, o = g.input([1, 4, 4, 2]), g.output([1, 2, 2, 2])
+    g.node("AvgPooling2d", padding_top=0, padding_right=1, padding_bottom=1, padding_left=0, pooling_height=3,
+           pooling_width=3, stride_height=2, stride_width=2, dilation_height=1, dilation_width=1, input_id=i,
+           output_id=o)
+    blob, named = g.blob()
+    ex = load(blob, named, "auto")
+    assert ex.engine == "litert"
+    x = randn(1, 4, 4, 2)
+    out = out_tensor((1, 2, 2, 2), F32)
+    ex.execute([tensor(x), out])
+    np.testing.assert_allclose(out.array, _avg_pool_3x3_s2_pad_bottom_right(x), rtol=1e-6, atol=1e-6)
+    x5 = randn(1, 5, 5, 2)
+    out5 = out_tensor((1, 2, 2, 2), F32, capacity=(1, 3, 3, 2))
+    with caplog.at_level(logging.INFO, logger="pterun"):
+        ex.execute([tensor(x5), out5])
+    assert ex.engine == "numpy" and "equals the graph's padding only at [1, 4, 4, 2]" in ex.engine_reason
+    assert out5.array.shape == (1, 2, 2, 2)
+    np.testing.assert_allclose(out5.array, _avg_pool_3x3_s2_pad_bottom_right(x5), rtol=1e-6, atol=1e-6)
+    assert any("moves to the NumPy engine" in r.getMessage() for r in caplog.records)
+
+
+def _avg_pool_3x3_s2_pad_bottom_right(x: np.ndarray) -> np.ndarray:
+    """3x3 stride-2 average over real pixels only (the padding row/column at the end is not counted)."""
+    h, w = x.shape[1:3]
+    oh, ow = (h + 1 - 3) // 2 + 1, (w + 1 - 3) // 2 + 1
+    out = np.empty((x.shape[0], oh, ow, x.shape[3]), np.float64)
+    for r in range(oh):
+        for c in range(ow):
+            out[:, r, c] = x[:, 2 * r : min(2 * r + 3, h), 2 * c : min(2 * c + 3, w)].mean(axis=(1, 2))
+    return out
+
+
+@needs_litert
+def test_the_interpreter_gets_pterun_threads(monkeypatch):
+    from pterun import threads
+
+    monkeypatch.setattr(threads, "_width", 2)
+    blob, named = _elu_graph(1.0).blob()
+    assert load(blob, named, "litert").num_threads == 2
+
+
+@needs_litert
+def test_int4_weights_stay_packed_and_bf16_scales_become_exact_fp16():
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    pf_blob, pf_named = _qb4_graph(np.float32(0.03125)).blob()
+    graph = TypedGraph.read(pf_blob, pf_named)
+    tr = L.translate(graph)
+    weights = [v for v in graph.values.values() if v.datatype == P.QBINT4]
+    n_weights = sum(int(np.prod(v.dims)) for v in weights)
+    assert len(tr.model) < 2 * n_weights  # 4 bits a weight plus a small model; float32 would be 32 bits
+    ex = load(pf_blob, pf_named, "auto")
+    assert ex.engine == "litert"
+
+
+def _qb4_graph(scale) -> Graph:
+    oc, ic, gs = 64, 256, 32
+    wq = RNG.integers(-8, 8, (oc, ic))
+    scales = np.full((oc, ic // gs), scale, F32)
+    packed = ((wq[:, 0::2] + 8) | ((wq[:, 1::2] + 8) << 4)).astype(np.uint8)
+    g = Graph()
+    i = g.input([2, ic])
+    qd = g.internal([2, ic], P.QDINT8, per_token(1))
+    quant = (P.PER_CHANNEL_GROUP, T({4: ("o", V("f", list(scales.reshape(-1)))), 6: ("i", 0), 8: ("i", gs)}))
+    wv = g.value([oc, ic], P.QBINT4, data=packed, quant=quant)
+    o = g.output([2, oc])
+    g.node("Convert", input_id=i, output_id=qd)
+    g.node("FullyConnected", input1_id=qd, filter_id=wv, output_id=o)
+    return g
+
+
+@needs_litert
+def test_a_bf16_scale_fp16_cannot_hold_keeps_the_graph_on_numpy():
+    blob, named = _qb4_graph(np.float32(2.0**-30)).blob()  # below fp16's smallest subnormal
+    ex = load(blob, named, "auto")
+    assert ex.engine == "numpy"
+    assert "is not exactly representable in fp16, which TFLite's blockwise int4 requires" in ex.engine_reason
+
+
+# ==============================================================================================================
+# Imports and LiteRT's stderr line
+# ==============================================================================================================
+def test_import_pterun_does_not_import_litert_and_portable_programs_do_not_either():
+    r = _subprocess(f"""
+        import pterun
+        assert "ai_edge_litert" not in sys.modules
+        pterun.Runtime().load_program({str(FIXTURES / "mlp.pte")!r}).load_method("forward")
+        assert "ai_edge_litert" not in sys.modules
+        pterun.Runtime().load_program({str(FIXTURES / "xnn_mlp.pte")!r}, engine="numpy").load_method("forward")
+        assert "ai_edge_litert" not in sys.modules
+        print("ok")
+    """)
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+@needs_litert
+def test_loading_an_xnnpack_program_imports_litert_and_prints_nothing():
+    r = _subprocess(f"""
+        import logging
+        import pterun
+        records = []
+        logging.getLogger("pterun").addHandler(type("H", (logging.Handler,), {{"emit": lambda s, r: records.append(
+            r.getMessage())}})())
+        logging.getLogger("pterun").setLevel(logging.INFO)
+        m = pterun.Runtime().load_program({str(FIXTURES / "xnn_mobilenet_v2.pte")!r}).load_method("forward")
+        assert "ai_edge_litert" in sys.modules and m.delegates[0].engine == "litert"
+        print(records)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == ""  # LiteRT's "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." did not get out
+    assert "LiteRT: INFO: Created TensorFlow Lite XNNPACK delegate for CPU." in r.stdout
+
+
+@needs_litert
+def test_stderr_capture_passes_other_writers_through(capfd, caplog):
+    from pterun.delegates.xnnpack.litert_engine import _capture_native_stderr
+
+    def other_thread():
+        os.write(2, b"a line from another thread\n")
+
+    with caplog.at_level(logging.INFO, logger="pterun"):
+        with _capture_native_stderr():
+            os.write(2, b"INFO: native log line\n")
+            t = threading.Thread(target=other_thread)
+            t.start()
+            t.join()
+            os.write(2, b"partial line without newline")
+    err = capfd.readouterr().err
+    assert err == "a line from another thread\npartial line without newline"
+    assert [r.getMessage() for r in caplog.records] == ["LiteRT: INFO: native log line"]
+
+
+# ==============================================================================================================
+# The CLI: --engine, inspect, bench
+# ==============================================================================================================
+def test_cli_engine_flag_reaches_inspect_and_bench(monkeypatch, capsys):
+    import json
+
+    from pterun.cli import main
+
+    monkeypatch.setenv("PTERUN_ENGINE", "auto")  # restored afterwards: --engine sets it for the process
+    assert main(["--engine", "numpy", "inspect", str(FIXTURES / "xnn_mlp.pte")]) == 0
+    assert "    engine: numpy\n" in capsys.readouterr().out
+    assert main(["--engine", "numpy", "inspect", "--json", str(FIXTURES / "xnn_mlp.pte")]) == 0
+    (d,) = json.loads(capsys.readouterr().out)["methods"][0]["delegates"]
+    assert (d["engine"], d["engine_reason"]) == ("numpy", None)
+    assert main(["--engine", "numpy", "bench", "--repeat", "2", str(FIXTURES / "xnn_mlp.pte")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine numpy"
+
+
+@needs_litert
+def test_cli_inspect_shows_why_a_delegate_is_not_on_litert(monkeypatch, capsys):
+    from pterun.cli import main
+
+    monkeypatch.setenv("PTERUN_ENGINE", "auto")
+    assert main(["inspect", str(FIXTURES / "xnn_cnn.pte")]) == 0
+    assert ("    engine: numpy (node 9 (XNNAvgPooling2d): pool padding [1, 1, 1, 1] is neither VALID nor SAME)\n"
+            in capsys.readouterr().out)
+    assert main(["--engine", "litert", "bench", "--repeat", "2", str(FIXTURES / "xnn_mobilenet_v2.pte")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine litert"
+
+
+def _padded_max_pool_graph(relu: bool) -> Graph:
+    g = Graph()
+    a, b = g.input([1, 6, 6, 3]), g.input([1, 6, 6, 3])
+    s, o = g.internal([1, 6, 6, 3]), g.output([1, 3, 3, 3])
+    g.node("Add", lo=0.0 if relu else None, input1_id=a, input2_id=b, output_id=s)
+    g.node("MaxPooling2d", padding_top=1, padding_right=1, padding_bottom=1, padding_left=1, pooling_height=3,
+           pooling_width=3, stride_height=2, stride_width=2, dilation_height=1, dilation_width=1, input_id=s,
+           output_id=o)
+    return g
+
+
+@needs_litert
+def test_max_pool_padding_after_a_relu_is_zero_padding_on_litert():
+    # ResNet's stem: symmetric padding 1 that TFLite's SAME cannot express; after a ReLU zeros never win the max
+    x, y = randn(1, 6, 6, 3), randn(1, 6, 6, 3)
+    outs = {}
+    for engine in ("numpy", "litert"):
+        blob, named = _padded_max_pool_graph(relu=True).blob()
+        ex = load(blob, named, engine)
+        assert ex.engine == engine
+        outs[engine] = out_tensor((1, 3, 3, 3), F32)
+        ex.execute([tensor(x), tensor(y), outs[engine]])
+    np.testing.assert_array_equal(outs["litert"].array, outs["numpy"].array)
+    s = np.pad(np.maximum(x + y, 0), ((0, 0), (1, 1), (1, 1), (0, 0)))
+    want = np.stack([np.stack([s[:, 2 * r : 2 * r + 3, 2 * c : 2 * c + 3].max(axis=(1, 2)) for c in range(3)], 1)
+                     for r in range(3)], 1)
+    np.testing.assert_array_equal(outs["litert"].array, want)
+    blob, named = _padded_max_pool_graph(relu=False).blob()  # values may be negative: no exact TFLite form
+    ex = load(blob, named, "auto")
+    assert (ex.engine, ex.engine_reason) == ("numpy", "node 1 (XNNMaxPooling2d): pool padding [1, 1, 1, 1] is "
+                                                      "neither VALID nor SAME")
+
+
+@needs_litert
+@pytest.mark.parametrize("pads,adj", [((0, 0, 0, 0), (0, 0)), ((1, 1, 0, 0), (1, 0)), ((1, 1, 1, 1), (1, 1)),
+                                      ((1, 0, 0, 1), (1, 1))])
+def test_transposed_convolution_is_cropped_from_the_full_valid_output(pads, adj):
+    from test_xnnpack import _conv_graph
+    from xnn_refs import ref_deconv
+
+    x, w, b = randn(1, 3, 4, 2), randn(6, 3, 3, 2), randn(6)
+    ref = np.maximum(ref_deconv(x, w, b, (2, 2), pads, (1, 1), 1, adj), 0)
+    outs = {}
+    for engine in ("numpy", "litert"):
+        ex = load(*_conv_graph("ConvTranspose2d", x, w, b, pads, (2, 2), (1, 1), 1, 2, 6, adj=adj, lo=0.0).blob(),
+                  engine)
+        assert (ex.engine, ex.engine_reason) == (engine, None)
+        outs[engine] = out_tensor(ref.shape, F32, capacity=ref.shape)
+        ex.execute([tensor(x), outs[engine]])
+        np.testing.assert_allclose(outs[engine].array, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_a_litert_that_fails_to_import_falls_back():
+    r = _subprocess("""
+        import importlib.abc, sys
+
+        class Broken(importlib.abc.MetaPathFinder):  # as a native library that does not load on this system
+            def find_spec(self, name, path=None, target=None):
+                if name == "ai_edge_litert" or name.startswith("ai_edge_litert."):
+                    raise OSError("libLiteRt.so: cannot open shared object file")
+
+        sys.meta_path.insert(0, Broken())
+        import pterun
+        (d,) = pterun.Runtime().load_program("%s").load_method("forward").delegates
+        print(d.engine, "|", d.reason)
+    """ % (FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("numpy | LiteRT unavailable: ai-edge-litert does not import (OSError: libLiteRt.so: cannot "
+                        "open shared object file)\n")
