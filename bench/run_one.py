@@ -179,29 +179,15 @@ def delegate_calls(method):
 
 
 def pterun_engines(program, method):
-    """The engine each XNNPACK delegate of a loaded pterun method runs on, as pterun reports it: [] when the
-    method has no delegate, None when this pterun does not report engines (it predates engine selection)."""
+    """The engine each XNNPACK delegate call of a loaded pterun method runs on, as pterun reports it
+    (``Method.delegates``): [] when the method has no delegate, None when this pterun does not report engines
+    (it predates engine selection: NumPy is then its only engine)."""
     if not delegate_calls(method):
         return []
-    for obj in (method, program):
-        for attr in ("engines", "engine"):
-            v = getattr(obj, attr, None)
-            if callable(v):
-                try:
-                    v = v()
-                except TypeError:
-                    continue
-            if v is None:
-                continue
-            if isinstance(v, str):
-                return [v]
-            if isinstance(v, dict):
-                v = list(v.values())
-            try:
-                return [str(getattr(e, "engine", e)) for e in v]
-            except TypeError:
-                return [str(v)]
-    return None
+    infos = getattr(method, "delegates", None)
+    if infos is None:
+        return None
+    return [str(d.engine) for d in infos if d.engine is not None]
 
 
 def count_instructions(method):
