@@ -80,7 +80,9 @@ def export_one(name: str, out: Path) -> None:
     size, variant = name.rsplit("_", 1)
     tok = Tokenizer.from_file(str(out / TOKENIZER))
     params = dict(SHAPES[size], vocab_size=tok.get_vocab_size(), norm_eps=1e-5, rope_theta=500000.0)
-    work = out / f"_work_{name}"
+    # the checkpoint's path must not contain "8da4w": ExecuTorch's Llama loader then takes it for a pre-quantized
+    # checkpoint (examples/models/llama/model.py) and export fails in dequantize_affine
+    work = out / f"_work_{os.getpid()}"
     work.mkdir(exist_ok=True)
     save_params(work / "params.json", params)
     torch.manual_seed(0)
