@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def needs(module: str) -> None:
+    """Skip the calling test, saying why, when the optional library ``module`` is not installed.
+
+    CI installs every optional library and sets ``PTERUN_TEST_ALL=1``: there a missing library fails the test
+    instead of skipping it, so no test goes unrun unnoticed."""
+    if importlib.util.find_spec(module) is None and not os.environ.get("PTERUN_TEST_ALL"):
+        pytest.skip(f"needs the optional {module!r} library (pip install 'pterun[llm]' or pip install {module})")
 
 
 def portable_fixture_names() -> list[str]:

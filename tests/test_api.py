@@ -19,7 +19,7 @@ def test_public_names_are_exactly_the_curated_ones():
         "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram",
         "VerificationResult", "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError",
         "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError",
-        "__version__"}
+        "__version__", "Module", "IOInfo"}
     for name in pterun.__all__:
         assert hasattr(pterun, name)
 

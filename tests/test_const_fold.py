@@ -56,11 +56,20 @@ def test_folded_programs_give_the_same_outputs_as_unfolded(name, monkeypatch):
                     np.testing.assert_array_equal(got, want, err_msg=f"{name}.{method}")
 
 
-def test_the_folded_mlp_is_bit_identical(monkeypatch):
+def _assert_same_up_to_summation_order(got, want):
+    # the folded program multiplies by a transposed view of the weight where the plain one multiplies by a
+    # contiguous copy: BLAS may then add the products in another order, which changes the last bits only
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * float(np.max(np.abs(want), initial=1.0)))
+
+
+def test_the_folded_mlp_gives_the_unfolded_outputs(monkeypatch):
     folded = _load("mlp", fold=True, monkeypatch=monkeypatch)
     plain = _load("mlp", fold=False, monkeypatch=monkeypatch)
-    x = load_calls("mlp")[0]["inputs"]
-    np.testing.assert_array_equal(folded.execute(x)[0], plain.execute(x)[0])
+    call = load_calls("mlp")[0]
+    got = folded.execute(call["inputs"])[0]
+    _assert_same_up_to_summation_order(got, plain.execute(call["inputs"])[0])
+    np.testing.assert_allclose(got, call["outputs"][0], rtol=1e-5, atol=1e-6)
 
 
 def test_the_weights_permutes_leave_the_mlp(monkeypatch):
@@ -95,9 +104,9 @@ def test_folded_values_survive_repeated_calls(monkeypatch):
     x = load_calls("mlp")[0]["inputs"][0]
     for _ in range(4):  # the arena the permutes were planned in is overwritten by every call
         xi = rng.standard_normal(x.shape).astype(x.dtype)
-        np.testing.assert_array_equal(folded.execute([xi])[0], plain.execute([xi])[0])
+        _assert_same_up_to_summation_order(folded.execute([xi])[0], plain.execute([xi])[0])
     after = [runner.values[out].array for ci, pc, _ in runner.folded for out in runner.plan.chains[ci][pc][2][-1:]]
-    for b, a in zip(before, after):
+    for b, a in zip(before, after):  # the folded values themselves are never written again: bit for bit
         np.testing.assert_array_equal(a, b)
 
 

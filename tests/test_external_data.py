@@ -95,7 +95,7 @@ def test_inspect_ptd_lists_keys(capsys):
     assert main(["inspect", str(PTD)]) == 0
     out = capsys.readouterr().out
     assert "external data, 4 key(s)" in out
-    assert "fc1.weight  Float[16, 8]  512 bytes" in out
+    assert "fc1.weight  float32[16, 8]  512 bytes" in out  # the NumPy spelling, as for a .pte
 
 
 def test_inspect_pte_shows_external_references(capsys):

@@ -51,6 +51,8 @@ CASES = [
 
 @pytest.mark.parametrize("name,make,shape", CASES, ids=[c[0] for c in CASES])
 def test_fast_path_equals_general_kernel(name, make, shape):
+    if name == "aten::relu.out":
+        _skip_relu_without_sign_keeping_clip()
     out = np.zeros(shape, F)
     args = make(out)
     step = KERNELS[name].specialize(*args)
@@ -135,7 +137,21 @@ def test_gelu_fast_path_follows_its_input_and_declines_other_cases():
     assert gelu.specialize(x[:, ::2], "none", np.zeros((4, 16), F)) is None  # strided: not one flat pass
 
 
+def _skip_relu_without_sign_keeping_clip():
+    from pterun.kernels import fast
+    if not fast._CLIP_KEEPS_NEGATIVE_ZERO:
+        pytest.skip("this NumPy's clip turns -0.0 into +0.0, so relu runs the general kernel (no fast path)")
+
+
+def test_relu_has_no_fast_path_where_clip_loses_the_sign_of_zero(monkeypatch):
+    from pterun.kernels import fast
+    x = np.array([-0.0, 1.0], F)
+    monkeypatch.setattr(fast, "_CLIP_KEEPS_NEGATIVE_ZERO", False)
+    assert KERNELS["aten::relu.out"].specialize(x, np.zeros_like(x)) is None
+
+
 def test_relu_fast_path_is_bitwise_the_general_kernel_on_special_values():
+    _skip_relu_without_sign_keeping_clip()
     # -0.0 stays -0.0 and NaN passes through in the general kernel (where(x < 0, 0, x)); maximum(x, 0) would
     # turn -0.0 into +0.0
     x = np.array([-0.0, 0.0, np.nan, -np.inf, np.inf, 1e-45, -1e-45, 3.5, -2.0], F)

@@ -124,7 +124,7 @@ def test_a_changed_schema_module_falls_back_with_the_reason(monkeypatch):
 
     import ai_edge_litert
 
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack import litert_env as L
 
     fake = types.ModuleType("ai_edge_litert.schema_py_generated")  # a schema module without the object API
     monkeypatch.setitem(sys.modules, "ai_edge_litert.schema_py_generated", fake)
@@ -224,6 +224,58 @@ def test_inputs_of_a_new_shape_resize_the_interpreter():
         assert got.shape == call["outputs"][0].shape
         np.testing.assert_array_equal(got, call["outputs"][0])
     assert method.delegates[0].engine == "litert"
+
+
+@needs_litert
+def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
+    import mmap
+
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    rng = np.random.default_rng(7)
+    w, b = rng.standard_normal((96, 256), dtype=F32), rng.standard_normal(96, dtype=F32)
+    g = Graph()
+    i, o = g.input([4, 256]), g.output([4, 96])
+    g.node("FullyConnected", input1_id=i, filter_id=g.value([96, 256], data=w), bias_id=g.value([96], data=b),
+           output_id=o)
+    graph = TypedGraph.read(*g.blob())
+    plan = L.build(graph)
+    monkeypatch.setattr(L, "release_packed", lambda model, ranges: 0)
+    kept = L.build(graph)
+    (off, size), *_ = sorted(L.translate(graph).packed, key=lambda r: -r[1])
+    assert size == w.nbytes
+    model = np.frombuffer(plan._model, np.uint8)[off:off + size]
+    if sys.platform.startswith("linux"):  # whole pages of the filter are gone (read as zeros), the rest is kept
+        assert (model == 0).sum() >= size - 2 * mmap.PAGESIZE
+    np.testing.assert_array_equal(np.frombuffer(kept._model, np.uint8)[off:off + size], w.view(np.uint8).ravel())
+    for rows in (4, 7, 16):  # 7 and 16 resize the interpreter after the weights were given back
+        x = rng.standard_normal((rows, 256), dtype=F32)
+        got, ref = out_tensor((rows, 96), F32, capacity=(16, 96)), out_tensor((rows, 96), F32, capacity=(16, 96))
+        plan.execute([tensor(x), got])
+        kept.execute([tensor(x), ref])
+        np.testing.assert_array_equal(got.array, ref.array)
+        np.testing.assert_allclose(got.array, x @ w.T + b, rtol=1e-4, atol=1e-4)
+
+
+@needs_litert
+def test_model_bytes_written_in_place_equal_the_joined_ones(monkeypatch):
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack import litert_writer as W
+
+    rng = np.random.default_rng(3)
+    g = Graph()
+    i, h, o = g.input([2, 1100]), g.internal([2, 1024]), g.output([2, 10])
+    w1, w2 = rng.standard_normal((1024, 1100), dtype=F32), rng.standard_normal((10, 1024), dtype=F32)  # 4.5 MB
+    g.node("FullyConnected", input1_id=i, filter_id=g.value([1024, 1100], data=w1), bias_id=P.INVALID_ID, output_id=h)
+    g.node("FullyConnected", input1_id=h, filter_id=g.value([10, 1024], data=w2),
+           bias_id=g.value([10], data=rng.standard_normal(10, dtype=F32)), output_id=o)
+    graph = TypedGraph.read(*g.blob())
+    made = L.translate(graph).model
+    monkeypatch.setattr(W, "new_bytes", lambda size: None)  # where the C API is not reachable
+    joined = L.translate(graph).model
+    assert type(made) is bytes and len(made) == len(joined) and made == joined
 
 
 @needs_litert
@@ -346,13 +398,13 @@ def test_loading_an_xnnpack_program_imports_litert_and_prints_nothing():
 
 @needs_litert
 def test_stderr_capture_passes_other_writers_through(capfd, caplog):
-    from pterun.delegates.xnnpack.litert_engine import _capture_native_stderr
+    from pterun.delegates.xnnpack.litert_env import capture_native_stderr
 
     def other_thread():
         os.write(2, b"a line from another thread\n")
 
     with caplog.at_level(logging.INFO, logger="pterun"):
-        with _capture_native_stderr():
+        with capture_native_stderr():
             os.write(2, b"INFO: native log line\n")
             t = threading.Thread(target=other_thread)
             t.start()

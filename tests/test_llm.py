@@ -27,6 +27,7 @@ from pterun.kernels.registry import KERNELS, Kernel
 from pterun.llm import GenerationConfig, Sampler, Stats, StreamDecoder, TextLLMRunner, load_tokenizer
 from pterun.llm.cli import add_generate_parser, cmd_generate
 from pterun.llm.tokenizer import Tokenizer
+from fixtures_util import needs
 
 LLM = Path(__file__).parent / "fixtures" / "llm"
 MANIFEST = json.loads((LLM / "manifest.json").read_text(encoding="utf-8"))
@@ -35,8 +36,6 @@ PROMPTS = MANIFEST["prompts"]
 TOKENIZER = LLM / "tokenizer.json"
 #: max |pterun - ExecuTorch| / max |ExecuTorch| for the logits; 8da4w rounds activations to int8 per token,
 #: and a value that lands on a rounding boundary may go the other way in a different summation order
-#: the fixtures' tokenizer.json needs the optional 'tokenizers' library (pterun[llm]); the test extra installs
-#: it too, so a missing library fails these tests rather than skipping them
 LOGIT_TOL = {"kv_8da4w": 1e-3}  # measured: 4e-7 for every variant
 
 
@@ -47,6 +46,7 @@ def greedy(**kw) -> GenerationConfig:
 
 @pytest.fixture(scope="module", params=VARIANTS)
 def variant(request):
+    needs("tokenizers")  # the fixtures' tokenizer.json
     name = request.param
     return name, TextLLMRunner(LLM / f"{name}.pte", TOKENIZER), np.load(LLM / f"{name}.npz")
 
@@ -183,6 +183,7 @@ def test_model_info_reads_the_metadata_methods(variant):
 # The KV cache stays in planned memory
 # ==============================================================================================================
 def test_kv_cache_is_updated_in_place_in_planned_memory(monkeypatch):
+    needs("tokenizers")
     seen = []
     real = KERNELS["llama::update_cache.out"]
 
@@ -207,6 +208,7 @@ def test_kv_cache_is_updated_in_place_in_planned_memory(monkeypatch):
 
 
 def test_decode_step_allocates_far_less_than_the_cache():
+    needs("tokenizers")
     runner = TextLLMRunner(LLM / "kv_sdpa.pte", TOKENIZER)
     p = MANIFEST["params"]
     one_cache = MANIFEST["max_seq_len"] * p["n_kv_heads"] * (p["dim"] // p["n_heads"]) * 4  # one layer's K (or V)
@@ -270,6 +272,7 @@ def test_sampler_rules():
 
 
 def test_seeded_sampling_is_reproducible():
+    needs("tokenizers")
     runner = TextLLMRunner(LLM / "kv_sdpa.pte", TOKENIZER)
 
     def run(**kw):
@@ -299,6 +302,7 @@ def _check_streaming(tok: Tokenizer, text: str = TEXT) -> list[str]:
 
 
 def test_stream_decoder_never_breaks_a_character_hf():
+    needs("tokenizers")
     tok = load_tokenizer(TOKENIZER)
     assert type(tok).__name__ == "HFTokenizer" and tok.bos_id == MANIFEST["bos"] and tok.eos_id == MANIFEST["eos"]
     _check_streaming(tok)
@@ -307,12 +311,14 @@ def test_stream_decoder_never_breaks_a_character_hf():
 
 
 def test_generated_multibyte_characters_come_out_whole():
+    needs("tokenizers")
     runner = TextLLMRunner(LLM / "kv_xnn.pte", TOKENIZER)
     pieces = list(runner.stream(PROMPTS[1], max_new_tokens=40, temperature=0))
     assert "東" in pieces and "🙂" in pieces and all("\ufffd" not in p for p in pieces)
 
 
 def test_tiktoken_file(tmp_path):
+    needs("tiktoken")
     import base64
     ranks = [bytes([b]) for b in range(256)] + [b"ca", b"caf", " 東".encode()[:2], b"ok"]
     path = tmp_path / "tok.model"
@@ -325,6 +331,7 @@ def test_tiktoken_file(tmp_path):
 
 
 def test_sentencepiece_model(tmp_path):
+    needs("sentencepiece")
     import sentencepiece as spm
     import io
     model = io.BytesIO()
@@ -346,7 +353,9 @@ def test_unknown_tokenizer_and_missing_library(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="not a tokenizer"):
         load_tokenizer(bad)
     monkeypatch.setitem(sys.modules, "tokenizers", None)
-    with pytest.raises(ImportError, match=r"pip install 'pterun\[llm\]'"):
+    with pytest.raises(ImportError, match=r"^reading .*tokenizer.json needs the 'tokenizers' package: pip install "
+                                          r"tokenizers \(every tokenizer library: pip install 'pterun\[llm\]', or "
+                                          r"pip install -e '\.\[llm\]' in a clone of pterun\)$"):
         load_tokenizer(TOKENIZER)
 
 
@@ -493,6 +502,7 @@ def _cli(argv):
 
 
 def test_cli_streams_text_and_reports_stats(capsys):
+    needs("tokenizers")
     args = _cli(["generate", str(LLM / "kv_xnn.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[2],
                  "--temperature", "0"])
     assert cmd_generate(args) == 0
@@ -504,6 +514,7 @@ def test_cli_streams_text_and_reports_stats(capsys):
 
 
 def test_cli_ctrl_c_stops_cleanly_and_still_reports(capsys, monkeypatch):
+    needs("tokenizers")
     args = _cli(["generate", str(LLM / "kv_sdpa.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[0],
                  "--seed", "1", "--top-k", "5", "--top-p", "0.8"])
     written = []
@@ -519,6 +530,7 @@ def test_cli_ctrl_c_stops_cleanly_and_still_reports(capsys, monkeypatch):
 
 
 def test_generation_never_imports_torch():
+    needs("tokenizers")
     code = ("import sys; from pterun.llm import TextLLMRunner; "
             f"r = TextLLMRunner({str(LLM / 'kv_8da4w.pte')!r}, {str(TOKENIZER)!r}); "
             f"print(''.join(r.stream({PROMPTS[3]!r}, temperature=0))); "

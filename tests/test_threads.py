@@ -44,7 +44,9 @@ def test_one_method_from_eight_threads():
     results = _run_threads(call, 8)
     for i, outs in enumerate(results):
         for out in outs:
-            np.testing.assert_array_equal(out, expected[i])
+            # a call that finds pterun's pool busy runs its operations whole instead of split, and BLAS may
+            # then add in another order: the last bits may differ, a mixed-up result would differ entirely
+            np.testing.assert_allclose(out, expected[i], rtol=1e-5, atol=1e-6)
     assert not np.array_equal(expected[0], expected[1])
 
 
@@ -57,4 +59,4 @@ def test_separately_loaded_programs_in_parallel():
         return m.execute([x])[0]
 
     for out in _run_threads(call, 4):
-        np.testing.assert_array_equal(out, reference)
+        np.testing.assert_allclose(out, reference, rtol=1e-5, atol=1e-6)  # split or whole, as above

@@ -12,11 +12,15 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, MethodNotFoundError, NotSupportedError, VerificationError
 from pterun.format.bundled import BundledCase, BundledFile
+
+if TYPE_CHECKING:
+    from pterun.runtime import Program
 
 __all__ = ["BundledProgram", "VerificationResult", "OutputCheck"]
 
@@ -77,7 +81,7 @@ def _compare(index: int, expected, actual, rtol: float, atol: float) -> OutputCh
 class BundledProgram:
     """A loaded ``.bpte``: the embedded :attr:`program` plus its test cases per method."""
 
-    def __init__(self, bf: BundledFile, program):
+    def __init__(self, bf: BundledFile, program: Program):
         self._bf = bf
         self.program = program
         self._suites = {s.method: s for s in bf.suites}

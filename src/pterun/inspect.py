@@ -17,7 +17,7 @@ from collections import Counter
 from pterun.format import dtypes
 from pterun.format.program import (DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, Plan)
 from pterun.format.ptd import read_ptd
-from pterun.runtime import Program, Runtime
+from pterun.runtime import DataPath, Program, ProgramSource, Runtime
 
 __all__ = ["describe"]
 
@@ -29,8 +29,7 @@ def _value_info(plan: Plan, index: int) -> dict:
     return {
         "kind": "Tensor",
         "dtype": dtypes.scalar_type_name(p.scalar_type),
-        "numpy_dtype": dtypes.to_numpy(p.scalar_type).name if dtypes.SCALAR_TYPES[p.scalar_type][1] is not None
-        else None,
+        "numpy_dtype": _numpy_name(p.scalar_type),
         "shape": list(p.sizes),
         "dynamic": p.dynamism != 0,
         "dynamism": DYNAMISM_NAMES[p.dynamism],
@@ -40,10 +39,15 @@ def _value_info(plan: Plan, index: int) -> dict:
     }
 
 
-def _delegate_info(prog: Program, d, calls: Counter) -> dict:
+def _numpy_name(scalar_type: int) -> str | None:
+    """The NumPy spelling (``float32``) of an ExecuTorch ScalarType, or None for one NumPy has no dtype for."""
+    return dtypes.to_numpy(scalar_type).name if dtypes.SCALAR_TYPES[scalar_type][1] is not None else None
+
+
+def _delegate_info(prog: Program, d, calls: int) -> dict:
     pf = prog._pf
     blob = pf.delegate_blob(d)
-    info = {"backend": d.backend_id, "calls": calls.get(d.backend_id, 0), "payload_bytes": int(blob.size),
+    info = {"backend": d.backend_id, "calls": calls, "payload_bytes": int(blob.size),
             "compile_specs": [k for k, _ in d.compile_specs]}
     if d.backend_id == "XnnpackBackend":
         from pterun.delegates.xnnpack.payload import read_graph
@@ -79,7 +83,7 @@ def _identifier(source) -> bytes:
         return f.read(8)[4:8]
 
 
-def describe_ptd(source) -> dict:
+def describe_ptd(source: ProgramSource) -> dict:
     """Keys of a ``.ptd`` external-data file with dtype, shape and size."""
     from pterun.runtime import _open
     buf, name, _keep = _open(source, what="external data file")
@@ -87,15 +91,16 @@ def describe_ptd(source) -> dict:
     entries = []
     for key in sorted(ptd.keys()):
         layout = ptd.layout(key)
-        e = {"key": key, "bytes": int(ptd.data(key).size)}
+        e = {"key": key, "dtype": None, "numpy_dtype": None, "shape": None, "dim_order": None,
+             "bytes": int(ptd.data(key).size)}
         if layout is not None:
-            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), shape=list(layout.sizes),
-                     dim_order=list(layout.dim_order))
+            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), numpy_dtype=_numpy_name(layout.scalar_type),
+                     shape=list(layout.sizes), dim_order=list(layout.dim_order))
         entries.append(e)
     return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}
 
 
-def describe(source, *, program: Program | None = None, data_path=None) -> dict:
+def describe(source: ProgramSource | None, *, program: Program | None = None, data_path: DataPath | None = None) -> dict:
     """Everything ``pterun inspect`` shows: for a ``.pte`` path/bytes (or an already loaded ``program``), a
     ``.ptd`` file (its keys), or a ``.bpte`` bundled program (its embedded program and test cases)."""
     bundled = None
@@ -112,8 +117,7 @@ def describe(source, *, program: Program | None = None, data_path=None) -> dict:
     for h in pf.plan_headers:
         plan = pf.plan(h.index)
         ops = Counter(plan.operators[a] for c in plan.chains for (k, a, _) in c if k == KERNEL_CALL)
-        delegate_calls = Counter(plan.delegates[a].backend_id for c in plan.chains for (k, a, _) in c
-                                 if k == DELEGATE_CALL)
+        delegate_calls = Counter(a for c in plan.chains for (k, a, _) in c if k == DELEGATE_CALL)
         m = {
             "name": plan.name,
             "inputs": [_value_info(plan, i) for i in plan.inputs],
@@ -121,15 +125,14 @@ def describe(source, *, program: Program | None = None, data_path=None) -> dict:
             "num_values": len(plan.values),
             "num_instructions": sum(len(c) for c in plan.chains),
             "operators": dict(sorted(ops.items())),
-            "delegates": [_delegate_info(prog, d, delegate_calls) for d in plan.delegates],
+            "delegates": [_delegate_info(prog, d, delegate_calls.get(j, 0)) for j, d in enumerate(plan.delegates)],
             "memory_planned_buffers": list(plan.buffer_sizes[1:]),
         }
-        external = sorted({p.fqn for tag, p in plan.values if tag == TENSOR and p.location == EXTERNAL and p.fqn})
-        if external:
-            m["external_tensors"] = external
-        if _is_constant_method(plan):
-            m["constant_values"] = [v if not hasattr(v, "tolist") else v.tolist()
-                                    for v in prog.load_method(plan.name).execute([])]
+        # every key on every method: empty when there is nothing to say
+        m["external_tensors"] = sorted({p.fqn for tag, p in plan.values
+                                        if tag == TENSOR and p.location == EXTERNAL and p.fqn})
+        m["constant_values"] = [v if not hasattr(v, "tolist") else v.tolist()
+                                for v in prog.load_method(plan.name).execute([])] if _is_constant_method(plan) else []
         methods.append(m)
     info = {
         "file": pf.name,
@@ -157,13 +160,37 @@ def prog_operator_names() -> set[str]:
     return Runtime.get().operator_registry.operator_names
 
 
+def _delegate_lines(delegates: list[dict]) -> list[str]:
+    """One block per backend: its calls, payloads and XNNPACK nodes summed over the method's delegates."""
+    lines = []
+    for backend in dict.fromkeys(d["backend"] for d in delegates):
+        group = [d for d in delegates if d["backend"] == backend]
+        calls, size = sum(d["calls"] for d in group), sum(d["payload_bytes"] for d in group)
+        lines.append(f"  delegate {backend}: {calls} call(s) of {len(group)} payload(s), {size} payload bytes")
+        nodes, types = Counter(), Counter()
+        for d in group:
+            nodes.update(d.get("nodes", {}))
+            types.update(d.get("value_datatypes", {}))
+        if nodes:
+            lines.append("    nodes: " + ", ".join(f"{k} x{n}" for k, n in sorted(nodes.items())))
+            lines.append("    value types: " + ", ".join(f"{k} x{n}" for k, n in sorted(types.items())))
+        engines = Counter(d["engine"] + (f" ({d['engine_reason']})" if d.get("engine_reason") else "")
+                          for d in group if "engine" in d)
+        if engines:
+            lines.append("    engine: " + ", ".join(e if n == len(group) else f"{e} x{n}" for e, n in engines.items()))
+        for j, d in enumerate(group):
+            if "summary_error" in d:
+                lines.append(f"    (payload {j} not readable: {d['summary_error']})")
+    return lines
+
+
 def format_text(info: dict) -> str:
     """A human-readable rendering of :func:`describe`'s result."""
     if "keys" in info:  # a .ptd
         lines = [f"{info['file']}: external data, {len(info['keys'])} key(s), {info['file_bytes']} bytes"]
         width = max((len(e["key"]) for e in info["keys"]), default=0)
         for e in info["keys"]:
-            shape = f"{e['dtype']}{e['shape']}" if "dtype" in e else "(no tensor layout)"
+            shape = f"{e['numpy_dtype'] or e['dtype']}{e['shape']}" if e["dtype"] else "(no tensor layout)"
             lines.append(f"  {e['key']:<{width}}  {shape}  {e['bytes']} bytes")
         return "\n".join(lines)
     lines = [f"{info['file']}: {info['file_bytes']} bytes, {len(info['methods'])} method(s), "
@@ -185,23 +212,14 @@ def format_text(info: dict) -> str:
                 lines.append(f"  {kind[:-1]} {i}: {tensor_line(v)}")
         if m.get("external_tensors"):
             lines.append(f"  external tensors ({len(m['external_tensors'])}): {', '.join(m['external_tensors'])}")
-        if "constant_values" in m:
+        if m["constant_values"]:
             lines.append(f"  constant values: {m['constant_values']}")
         if m["operators"]:
             lines.append(f"  operators ({len(m['operators'])}):")
             width = max(len(k) for k in m["operators"])
             for op, n in m["operators"].items():
                 lines.append(f"    {op:<{width}}  x{n}")
-        for d in m["delegates"]:
-            lines.append(f"  delegate {d['backend']}: {d['calls']} call(s), {d['payload_bytes']} payload bytes")
-            if "engine" in d:
-                why = f" ({d['engine_reason']})" if d.get("engine_reason") else ""
-                lines.append(f"    engine: {d['engine']}{why}")
-            if "nodes" in d:
-                lines.append("    nodes: " + ", ".join(f"{k} x{n}" for k, n in d["nodes"].items()))
-                lines.append("    value types: " + ", ".join(f"{k} x{n}" for k, n in d["value_datatypes"].items()))
-            elif "summary_error" in d:
-                lines.append(f"    (payload not readable: {d['summary_error']})")
+        lines.extend(_delegate_lines(m["delegates"]))
     if info.get("test_cases"):
         lines.append("")
         lines.append("bundled test cases: " + ", ".join(f"{m} x{n}" for m, n in info["test_cases"].items()))

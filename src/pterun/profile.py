@@ -14,6 +14,10 @@ import re
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from pterun.runtime import Method
 
 __all__ = ["ProfileRow", "profile", "format_profile"]
 
@@ -44,7 +48,7 @@ def _timed(fn, name, totals, counts):
     return step
 
 
-def profile(method, inputs, repeat: int = 10) -> list[ProfileRow]:
+def profile(method: Method, inputs: Sequence[Any], repeat: int = 10) -> list[ProfileRow]:
     """Run ``method`` on ``inputs`` ``repeat`` times with every step timed; rows sorted by time, per call.
 
     Time spent inside an XNNPACK delegate is broken down by node type (the delegate's own row then holds

@@ -16,20 +16,29 @@ import mmap
 import os
 import struct
 import threading
-from typing import Any, Sequence
+from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
+from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError
+from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
 from pterun.format.ptd import read_ptd
 from pterun.interp.method import MethodRunner
 
+if TYPE_CHECKING:
+    from pterun.bundled import BundledProgram
+
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
+
+#: what load_program accepts: a path (memory-mapped), bytes-like data, or a binary file object
+ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
+#: external data for load_program: one .ptd (path or bytes-like) or a list of them
+DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
 TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
 _ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
@@ -142,26 +151,30 @@ class Runtime:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
             num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
-                products are split over this many threads of pterun's own, and BLAS is held at one thread
-                so the two never compete (see :mod:`pterun.threads`). Defaults to ``$PTERUN_NUM_THREADS``
-                when set, else pterun computes on the calling thread and leaves the BLAS library's own
-                setting alone.
+                products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
+                keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
+                cores the process may use. BLAS is held at one thread when a program is loaded, unless a BLAS
+                variable such as ``OPENBLAS_NUM_THREADS`` is set.
+
+        Raises:
+            ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
         """
+        from pterun import threads
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
         self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
         self.engine = None if engine is None else _check_engine(engine, "engine")
-        if num_threads is None and os.environ.get("PTERUN_NUM_THREADS"):
-            try:
-                num_threads = int(os.environ["PTERUN_NUM_THREADS"])
-            except ValueError:
-                raise ValueError(f"PTERUN_NUM_THREADS must be a positive integer, got "
-                                 f"{os.environ['PTERUN_NUM_THREADS']!r}") from None
-        self.num_threads = num_threads
         if num_threads is not None:
-            from pterun.threads import set_blas_threads, set_num_threads
-            set_num_threads(num_threads)
-            set_blas_threads(1)
+            threads.set_num_threads(num_threads)
+            threads.hold_blas(again=True)
+        else:
+            threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
+
+    @property
+    def num_threads(self) -> int:
+        """The threads pterun computes on, process-wide (see ``num_threads=``)."""
+        from pterun import threads
+        return threads.num_threads()
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -169,7 +182,8 @@ class Runtime:
         """The process-wide runtime."""
         return Runtime()
 
-    def load_program(self, data, *, data_path=None, verification: Verification = Verification.InternalConsistency,
+    def load_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
+                     verification: Verification = Verification.InternalConsistency,
                      tensor_output: str | None = None, engine: str | None = None) -> "Program":
         """Load a program from a path (memory-mapped), bytes, bytearray, memoryview or a file-like object.
 
@@ -200,16 +214,17 @@ class Runtime:
             out = self.tensor_output
         else:
             out = _default_tensor_output()
+        _hold_blas()
         buf, name, keepalive = _open(data)
-        pf = read_program(buf, name)
+        pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
-            _guard(pf.verify_all)
+            _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine)
 
-    def load_bundled_program(self, data, *, data_path=None,
+    def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
-                             tensor_output: str | None = None, engine: str | None = None):
+                             tensor_output: str | None = None, engine: str | None = None) -> BundledProgram:
         """Load a bundled program (``.bpte``): its embedded program plus test inputs and expected outputs.
 
         Returns a :class:`~pterun.BundledProgram`; ``.program`` is the embedded :class:`Program` and
@@ -219,7 +234,7 @@ class Runtime:
         from pterun.format.bundled import read_bundled
 
         buf, name, keepalive = _open(data, what="bundled program")
-        bf = read_bundled(buf, name)
+        bf = _guard(read_bundled, buf, name, name=name)
         program = self.load_program(bf.program, data_path=data_path, verification=verification,
                                     tensor_output=tensor_output, engine=engine)
         program._pf.name = f"{name} (embedded program)"
@@ -227,12 +242,22 @@ class Runtime:
         return BundledProgram(bf, program)
 
 
-def _guard(fn, *args):
-    """Run a parsing step; a low-level error from a corrupt file becomes InvalidProgramError."""
+def _hold_blas() -> None:
+    from pterun import threads
+    threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
+    threads.hold_blas()  # once per process
+
+
+def _guard(fn, *args, name: str = "program"):
+    """Run a load step; a low-level error from a corrupt file becomes InvalidProgramError, and so does running
+    out of memory (a corrupt size under ``ulimit -v`` or with overcommit off): the message says how much."""
     try:
         return fn(*args)
     except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as e:
-        raise InvalidProgramError(f"corrupt program ({type(e).__name__}: {e})") from e
+        raise InvalidProgramError(f"{name}: corrupt program ({type(e).__name__}: {e})") from e
+    except MemoryError as e:
+        asked = str(e) or "an allocation NumPy or Python could not satisfy"
+        raise InvalidProgramError(f"{name}: loading ran out of memory: {asked} (corrupt file?)") from e
 
 
 def _open_data_files(data_path) -> list:
@@ -243,7 +268,7 @@ def _open_data_files(data_path) -> list:
     out, seen = [], {}
     for item in items:
         buf, name, keep = _open(item, what="external data file")
-        ptd = _guard(read_ptd, buf, name)
+        ptd = _guard(read_ptd, buf, name, name=name)
         for key in ptd.keys():
             if key in seen:
                 raise InvalidProgramError(f"named data key {key!r} is in both {seen[key]} and {name}")
@@ -284,7 +309,7 @@ def _open(data, what: str = "program file"):
 class TensorInfo:
     """Serialized facts about one tensor input or output (sizes are upper bounds for dynamic tensors)."""
 
-    def __init__(self, desc):
+    def __init__(self, desc: Any):
         self._d = desc
 
     def sizes(self) -> tuple[int, ...]:
@@ -314,15 +339,23 @@ class TensorInfo:
                 f"is_memory_planned={self._d.is_memory_planned}, nbytes={self._d.nbytes})")
 
 
+class _Name(str):
+    """A method's name that can also be called: ``meta.name`` and ExecuTorch's ``meta.name()`` both work."""
+
+    def __call__(self) -> str:
+        return str(self)
+
+
 class MethodMeta:
     """Inputs and outputs of one method, readable without loading it."""
 
-    def __init__(self, plan):
+    def __init__(self, plan: Any):
         self._plan = plan
 
     @property
     def name(self) -> str:
-        return self._plan.name
+        """The method's name; ``meta.name()`` (ExecuTorch's spelling) works too."""
+        return _Name(self._plan.name)
 
     def num_inputs(self) -> int:
         return len(self._plan.inputs)
@@ -399,7 +432,7 @@ class Program:
         if idx is None:
             raise MethodNotFoundError(f"no method named {name!r} in {self._pf.name}; it has "
                                       f"{sorted(self.method_names)}")
-        return _guard(self._pf.plan, idx)
+        return _guard(self._pf.plan, idx, name=self._pf.name)
 
     def metadata(self, method_name: str) -> MethodMeta:
         """MethodMeta of a method, without loading it."""
@@ -417,8 +450,14 @@ class Program:
             m = self._methods.get(name)
             if m is None:
                 plan = self._plan(name)
-                m = self._methods[name] = Method(self, MethodRunner(self._pf, plan, shared_arenas=self._shared_arenas,
-                                                                    external=self._external, engine=self._engine))
+                token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
+                try:
+                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
+                                                      external=self._external, engine=self._engine),
+                                    name=f"{self._pf.name}: method {name!r}")
+                finally:
+                    restore(token)
+                m = self._methods[name] = Method(self, runner)
             return m
 
     def __repr__(self) -> str:
@@ -426,32 +465,66 @@ class Program:
 
 
 def _to_host_array(x, i: int) -> np.ndarray:
+    """Anything execute() takes as a tensor -> a NumPy array on the host. Whatever the object's own
+    ``__dlpack__``, ``.cpu()``, ``.get()`` or ``__array__`` raises, the caller gets InvalidArgumentError naming the
+    input, with that exception chained."""
     if isinstance(x, np.ndarray):
         return x
-    if hasattr(x, "__dlpack__"):
-        src = x.detach() if hasattr(x, "detach") else x
-        try:
-            return np.from_dlpack(src)
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
-        try:
-            return np.from_dlpack(src, device="cpu", copy=True)
-        except (BufferError, TypeError, ValueError, RuntimeError):
-            pass
-        if hasattr(src, "get"):  # CuPy and friends
-            return np.asarray(src.get())
-        if hasattr(src, "cpu"):
-            return np.from_dlpack(src.cpu())
-        raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack")
-    if isinstance(x, (bool, int, float, np.generic)) or x is None:
+    if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
         raise InvalidArgumentError(f"input {i}: expected a tensor (a NumPy array or DLPack/buffer object), "
                                    f"got {type(x).__name__} {x!r}")
+    what = "its attributes"  # even hasattr() runs the object's own __getattr__
     try:
-        return np.asarray(memoryview(x))
-    except TypeError:
-        pass
-    raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a buffer, "
-                               f"got {type(x).__name__}")
+        if hasattr(x, "__dlpack__"):
+            what = "DLPack"
+            arr = _from_dlpack(x, i)
+        elif hasattr(x, "__array__"):
+            what = "__array__"
+            arr = np.asarray(x)
+        else:
+            what = "the buffer protocol"
+            try:
+                view = memoryview(x)
+            except TypeError:
+                raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a "
+                                           f"buffer, got {type(x).__name__}") from None
+            arr = np.asarray(view)
+    except PterunError:
+        raise
+    except Exception as e:  # the object's own conversion failed: any exception at all, chained
+        raise InvalidArgumentError(f"input {i}: converting the {type(x).__name__} through {what} failed: "
+                                   f"{type(e).__name__}: {e}") from e
+    if not isinstance(arr, np.ndarray):
+        raise InvalidArgumentError(f"input {i}: {type(x).__name__} converted through {what} to "
+                                   f"{type(arr).__name__}, not an array")
+    return arr
+
+
+def _from_dlpack(x, i: int) -> np.ndarray:
+    """A host array from a DLPack exporter (a device tensor is copied); InvalidArgumentError, with the first
+    refusal chained, when it offers no way."""
+    src = x.detach() if hasattr(x, "detach") else x
+    refusal = None
+    for kwargs in ({}, {"device": "cpu", "copy": True}):
+        try:
+            return np.from_dlpack(src, **kwargs)
+        except (BufferError, TypeError, ValueError, RuntimeError) as e:
+            refusal = refusal or e
+    if hasattr(src, "get"):  # CuPy and friends
+        return np.asarray(src.get())
+    if hasattr(src, "cpu"):
+        return np.from_dlpack(src.cpu())
+    raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack "
+                               f"({type(refusal).__name__}: {refusal})") from refusal
+
+
+def _check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:
+    """An input whose dtype differs from the method's: byte order alone is fine (the copy into the method's
+    tensor swaps it); anything else is refused, never cast."""
+    if arr.dtype.kind == want.kind and arr.dtype.itemsize == want.itemsize and arr.dtype.newbyteorder("=") == want:
+        return arr
+    got = arr.dtype.name if arr.dtype.isnative else f"{arr.dtype.name} ({arr.dtype.str})"
+    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {got} (pterun never casts inputs)")
 
 
 class Method:
@@ -497,8 +570,7 @@ class Method:
             if tag == TENSOR:
                 arr = x if type(x) is np.ndarray else _to_host_array(x, i)
                 if arr.dtype != want:
-                    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {arr.dtype.name} "
-                                               "(pterun never casts inputs)")
+                    arr = _check_dtype(arr, want, i)
                 shape = arr.shape
                 if len(shape) != len(desc.sizes):
                     raise InvalidArgumentError(f"input {i}: expected rank {len(desc.sizes)} with shape "

@@ -1,16 +1,21 @@
 """The threads pterun computes on: its own small worker pool, and the BLAS library NumPy uses.
 
-NumPy's BLAS (OpenBLAS in the wheels) starts one thread per core, and its threads spin while they wait. On a
-small board shared with other work that can make small matrix products many times slower. So when you choose a
-thread count, ``Runtime(num_threads=N)`` or ``PTERUN_NUM_THREADS=N`` (read when the first Runtime is made),
-pterun holds BLAS at one thread and splits its large operations itself: convolutions, depthwise convolutions and
-large matrix products are cut into N row ranges that run at once, one on the calling thread and the rest on
-N - 1 pool threads that sleep (they do not spin) between operations. Operations too small to gain from a split
-run whole on the calling thread. Without a setting, pterun uses one thread of its own and leaves the BLAS
-library's setting alone (``OPENBLAS_NUM_THREADS`` etc.).
+The rule, out of the box:
 
-``threadpoolctl`` is used to set BLAS when it is installed (``pip install 'pterun[threads]'``); otherwise pterun
-calls OpenBLAS's own setter in the library NumPy loaded.
+* pterun splits large operations over as many threads as the process may use (``os.sched_getaffinity``, so
+  ``taskset`` and container CPU sets count): convolutions, depthwise convolutions and large matrix products are
+  cut into row ranges that run at once, one on the calling thread and the rest on pool threads that sleep (they
+  never spin) between operations. Operations too small to gain from a split run whole on the calling thread.
+* BLAS (OpenBLAS in NumPy's wheels) is held at one thread when the first program is loaded, because its threads
+  spin while they wait and fight the interpreter for the cores: on a busy 2-core machine that made an XNNPACK
+  MobileNetV2 about 5x slower. If you set ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
+  ``BLIS_NUM_THREADS`` or ``VECLIB_MAXIMUM_THREADS``, pterun leaves BLAS as you said.
+
+The thread count comes from, first to last: ``pterun --threads N`` / ``Runtime(num_threads=N)`` /
+:func:`set_num_threads`, then ``$PTERUN_NUM_THREADS``, then the cores the process may use.
+
+BLAS is set through OpenBLAS's own setter in the library NumPy loaded when there is one (under a millisecond),
+else through ``threadpoolctl`` (MKL, BLIS, Windows, macOS).
 
 Example::
 
@@ -25,11 +30,20 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from typing import TYPE_CHECKING, Callable
 
 from pterun._log import logger
 
-__all__ = ["set_blas_threads", "blas_threads", "set_num_threads", "num_threads", "parallel_for", "split_dot",
-           "splittable"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
+           "parallel_for", "split_dot", "splittable"]
+
+ENV_THREADS = "PTERUN_NUM_THREADS"
+# the BLAS libraries' own settings: when the user set one of these, pterun leaves BLAS alone
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS")
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")
@@ -66,39 +80,58 @@ def _call(names, lib, *args):
     return None
 
 
+def _own_setter_libs() -> list:
+    return [lib for lib in _openblas_libs() if any(hasattr(lib, n) for n in _SETTERS)]
+
+
 def set_blas_threads(n: int) -> bool:
     """Limit NumPy's BLAS to ``n`` threads; returns whether a BLAS library took the setting."""
     if int(n) < 1:
         raise ValueError(f"num_threads must be at least 1, got {n}")
-    try:
-        from threadpoolctl import threadpool_limits  # optional
-    except ImportError:
-        pass
-    else:
-        threadpool_limits(limits=int(n), user_api="blas")
+    libs = _own_setter_libs()  # OpenBLAS's own setter: ~0.5 ms, against ~10 ms for threadpoolctl's import + scan
+    for lib in libs:
+        _call(_SETTERS, lib, ctypes.c_int(int(n)))
+    if libs:
         return True
-    done = False
-    for lib in _openblas_libs():
-        if any(hasattr(lib, s) for s in _SETTERS):
-            _call(_SETTERS, lib, ctypes.c_int(int(n)))
-            done = True
-    if not done:
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
         logger().warning("could not set the BLAS thread count: no OpenBLAS found and threadpoolctl is not installed")
-    return done
+        return False
+    threadpool_limits(limits=int(n), user_api="blas")
+    return True
 
 
 def blas_threads() -> int | None:
     """The BLAS thread count, when it can be read."""
+    for lib in _openblas_libs():
+        v = _call(_GETTERS, lib)
+        if v is not None:
+            return int(v)
     try:
         from threadpoolctl import threadpool_info
     except ImportError:
-        for lib in _openblas_libs():
-            v = _call(_GETTERS, lib)
-            if v is not None:
-                return int(v)
         return None
     counts = [i["num_threads"] for i in threadpool_info() if i.get("user_api") == "blas"]
     return counts[0] if counts else None
+
+
+_blas_held = False
+
+
+def hold_blas(*, again: bool = False) -> None:
+    """Hold BLAS at one thread, once per process (``again=True``: even if done before), unless the user set a
+    BLAS library's own thread variable (:data:`BLAS_ENV`). Called when the first program is loaded and by
+    ``Runtime(num_threads=N)``, never at ``import pterun``."""
+    global _blas_held
+    if _blas_held and not again:
+        return
+    _blas_held = True
+    chosen = [v for v in BLAS_ENV if os.environ.get(v)]
+    if chosen:
+        logger().debug("BLAS threads left as set by %s", ", ".join(chosen))
+        return
+    set_blas_threads(1)
 
 
 # -- pterun's own threads ------------------------------------------------------------------------------------
@@ -110,7 +143,7 @@ SPLIT_GEMV = 1_000_000
 SPLIT_TAPS = 3_000_000
 SPLIT_MIN_ROWS = 64
 
-_width = 1  # threads a split operation may use, the calling thread included
+_width: int | None = None  # threads a split operation may use, the calling thread included; None: not resolved
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
@@ -120,7 +153,7 @@ def splittable(m: int, k: int, n: int) -> bool:
     return m >= 2 * SPLIT_MIN_ROWS and m * k * n >= SPLIT_MACS or m == 1 and k * n >= SPLIT_GEMV
 
 
-def split_dot(a, b, out) -> None:
+def split_dot(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     """``out = a @ b`` (2-D, ``out`` C-contiguous of the product's dtype) over pterun's threads: by rows, or by
     columns when ``a`` has one row (a decode step: each thread streams its own share of the weights)."""
     import numpy as np  # loaded by then; not at ``import pterun.threads``'s own cost
@@ -132,11 +165,32 @@ def split_dot(a, b, out) -> None:
         parallel_for(m, lambda lo, hi: np.dot(a[lo:hi], b, out[lo:hi]), min_rows=SPLIT_MIN_ROWS)
 
 
+def default_num_threads() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count()`` where that is missing)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _env_threads() -> int | None:
+    raw = os.environ.get(ENV_THREADS, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}")
+    return n
+
+
 def set_num_threads(n: int) -> None:
     """Let pterun split large operations over ``n`` threads (the caller's and ``n - 1`` of its own).
 
-    Process-wide. The pool threads start on the first split and sleep between operations. This leaves BLAS as
-    it is; ``Runtime(num_threads=n)`` also holds it at one thread, so that split products do not oversubscribe.
+    Process-wide, and it beats ``$PTERUN_NUM_THREADS``. The pool threads start on the first split and sleep
+    between operations. This leaves BLAS as it is (see :func:`hold_blas`).
     """
     global _width
     n = int(n)
@@ -146,11 +200,24 @@ def set_num_threads(n: int) -> None:
 
 
 def num_threads() -> int:
-    """How many threads a split operation uses (1: pterun runs every operation on the calling thread)."""
+    """How many threads a split operation uses (1: pterun runs every operation on the calling thread): the
+    value set by :func:`set_num_threads`, else ``$PTERUN_NUM_THREADS``, else :func:`default_num_threads`.
+
+    Raises:
+        ValueError: ``$PTERUN_NUM_THREADS`` is not a positive integer.
+    """
+    w = _width
+    return w if w is not None else _resolve()
+
+
+def _resolve() -> int:
+    global _width
+    env = _env_threads()
+    _width = env if env is not None else default_num_threads()
     return _width
 
 
-def parallel_for(rows: int, fn, *, min_rows: int = 1) -> None:
+def parallel_for(rows: int, fn: Callable[[int, int], object], *, min_rows: int = 1) -> None:
     """Call ``fn(lo, hi)`` over ``[0, rows)`` in up to :func:`num_threads` contiguous parts, at once.
 
     Each part gets at least ``min_rows`` rows. The calling thread runs the first part. When the pool is
@@ -159,7 +226,7 @@ def parallel_for(rows: int, fn, *, min_rows: int = 1) -> None:
     here once every part has finished. Callers split only work big enough to repay the hand-off (tens of
     microseconds to wake a sleeping thread).
     """
-    parts = min(_width, rows // max(min_rows, 1))
+    parts = min(num_threads(), rows // max(min_rows, 1))
     if parts <= 1:
         fn(0, rows)
         return

@@ -50,7 +50,7 @@ class BundledFile:
         self.suites = tuple(self._suite(s) for s in root.tables(6, "BundledMethodTestSuite"))
 
     def _suite(self, t: Table) -> BundledSuite:
-        method = t.string(4)
+        method = t.string(4, strict=True)  # the method it tests: looked up by name
         if method is None:
             raise InvalidProgramError(f"{self.name}: a test suite has no method name")
         cases = tuple(BundledCase(tuple(self._value(method, v) for v in c.tables(4, "Value")),

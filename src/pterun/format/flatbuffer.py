@@ -193,14 +193,21 @@ class Table:
     def vector_len(self, slot: int) -> int:
         return self._vector(slot, 0)[1]
 
-    def string(self, slot: int, default: str | None = None) -> str | None:
+    def string(self, slot: int, default: str | None = None, *, strict: bool = False) -> str | None:
+        """A string field. Names are not semantics: bytes that are not valid UTF-8 are decoded with U+FFFD
+        replacement characters (as ExecuTorch, which never decodes them, accepts them), unless ``strict``, for
+        a string the program needs to be exact (a method or operator name), which then fails."""
         start, n = self._vector(slot, 1)
         if not start:
             return default
+        raw = bytes(self.buf.data[start : start + n])
+        if not strict:
+            return raw.decode("utf-8", "replace")
         try:
-            return bytes(self.buf.data[start : start + n]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise self.buf.fail(f"{self.kind} string field {slot} is not valid UTF-8") from None
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise self.buf.fail(f"{self.kind} string field {slot} ({raw[:40]!r}) is not valid UTF-8 "
+                                f"(byte {e.start})") from None
 
     def bytes_view(self, slot: int) -> memoryview | None:
         """A ``[ubyte]`` vector as a zero-copy memoryview, or None when absent."""

@@ -39,6 +39,7 @@ DYNAMISM_NAMES = {STATIC: "static", DYNAMIC_BOUND: "dynamic (bounded)", DYNAMIC_
 SEGMENT, EXTERNAL = 0, 1
 
 MAX_RANK = 16
+_INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a caller can pass (Method::set_input)
 _MIN_HEAD_BYTES = 64
 
 
@@ -110,17 +111,19 @@ class Plan:
     """A fully parsed and validated execution plan (one method).
 
     ``values`` are ``(tag, payload)`` pairs; ``chains`` lists of ``(kind, a, b)`` instructions;
-    ``buffer_sizes`` is ``non_const_buffer_sizes`` (entry 0 reserved).
+    ``buffer_sizes`` is ``non_const_buffer_sizes`` (entry 0 reserved); ``arena_extents`` what each arena really
+    needs (the largest offset + size placed in it), which is what gets allocated.
     """
 
     __slots__ = ("name", "values", "inputs", "outputs", "chains", "operators", "delegates", "buffer_sizes",
-                 "input_spec", "output_spec")
+                 "input_spec", "output_spec", "arena_extents")
 
     def __init__(self, name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
                  input_spec=None, output_spec=None):
         self.name, self.values, self.inputs, self.outputs = name, values, inputs, outputs
         self.chains, self.operators, self.delegates, self.buffer_sizes = chains, operators, delegates, buffer_sizes
         self.input_spec, self.output_spec = input_spec, output_spec
+        self.arena_extents = tuple(buffer_sizes)  # what the arenas really need; set by the reader
 
 
 def _fail(name: str, what: str) -> InvalidProgramError:
@@ -186,7 +189,7 @@ class ProgramFile:
         self.plan_headers = []
         seen = set()
         for i, t in enumerate(self._plan_tables):
-            name = t.string(4)
+            name = t.string(4, strict=True)  # a method name is looked up: it must be exact
             if name is None:
                 raise _fail(self.name, f"execution plan {i} has no name")
             if name in seen:
@@ -305,6 +308,18 @@ class ProgramFile:
             self._plans[index] = p
         return p
 
+    def shared_arena_size(self, memory_id: int) -> int:
+        """Bytes arena ``memory_id`` (>= 2: state the methods share) needs over every method that can be read."""
+        need = 0
+        for h in self.plan_headers:
+            try:
+                ext = self.plan(h.index).arena_extents
+            except (InvalidProgramError, NotSupportedError):
+                continue  # that method fails on its own when loaded
+            if memory_id < len(ext):
+                need = max(need, ext[memory_id])
+        return need
+
     def verify_all(self) -> None:
         for h in self.plan_headers:
             self.plan(h.index)
@@ -314,7 +329,7 @@ class _PlanReader:
     def __init__(self, pf: ProgramFile, table: Table):
         self.pf = pf
         self.t = table
-        self.name = table.string(4)
+        self.name = table.string(4, strict=True)
         self.where = f"{pf.name}: method {self.name!r}"
 
     def fail(self, what: str) -> InvalidProgramError:
@@ -334,10 +349,14 @@ class _PlanReader:
             for i in idxs:
                 if not 0 <= i < n:
                     raise self.fail(f"{kind} value index {i} is out of range ({n} values)")
-        operators = []
-        for op in t.tables(16, "Operator"):
+        operators, self.garbled_ops = [], {}
+        for k, op in enumerate(t.tables(16, "Operator")):
             name, overload = op.string(4, ""), op.string(6, "")
             operators.append(f"{name}.{overload}" if overload else name)
+            try:  # a name with bytes that are not UTF-8 is harmless unless a KernelCall needs it
+                op.string(4, strict=True), op.string(6, strict=True)
+            except InvalidProgramError as e:
+                self.garbled_ops[k] = str(e)
         delegates = []
         for d in t.tables(18, "BackendDelegate"):
             ref = d.table(6, "BackendDelegateDataReference")
@@ -354,7 +373,42 @@ class _PlanReader:
         plan = Plan(self.name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
                     meta.string(4) if meta else None, meta.string(6) if meta else None)
         self.validate_values(plan)
+        self.validate_io(plan)
+        plan.arena_extents = self.arena_extents(plan)
         return plan
+
+    def validate_io(self, plan: Plan) -> None:
+        """A method input is copied into and an output written by the method: neither may be a constant of the
+        program (read-only file data), which ExecuTorch rejects too."""
+        for k, i in enumerate(plan.inputs):
+            tag = plan.values[i][0]
+            if tag not in _INPUT_TAGS:
+                raise self.fail(f"input {k} (value {i}) is of type {TAG_NAMES.get(tag, tag)}; a method input must be a "
+                                "Tensor, Int, Double, Bool, String or None")
+        for kind, idxs in (("input", plan.inputs), ("output", plan.outputs)):
+            for k, i in enumerate(idxs):
+                tag, d = plan.values[i]
+                if tag == TENSOR and d.memory_id is None and (
+                        d.data_buffer_idx > 0 or (d.location == EXTERNAL and d.fqn is not None)):
+                    src = f"external tensor {d.fqn!r}" if d.location == EXTERNAL and d.fqn is not None else \
+                        f"constant buffer {d.data_buffer_idx}"
+                    raise self.fail(f"{kind} {k} (value {i}) is a constant tensor ({src}); a method {kind} must be "
+                                    "a tensor the method can write")
+
+    @staticmethod
+    def arena_extents(plan: Plan) -> tuple:
+        """Bytes each arena really needs: the largest offset + size of the tensors placed in it (entry 0 and
+        arenas no tensor uses: 0). Never more than ``buffer_sizes``, which ``validate_values`` checked."""
+        ext = [0] * len(plan.buffer_sizes)
+        for tag, d in plan.values:
+            if tag == TENSOR and d.memory_id is not None and d.dynamism != DYNAMIC_UNBOUND:
+                try:
+                    end = d.memory_offset + d.nbytes
+                except NotSupportedError:  # a dtype pterun lacks: reported when the method loads
+                    continue
+                if end > ext[d.memory_id]:
+                    ext[d.memory_id] = end
+        return tuple(ext)
 
     def read_value(self, i: int, ev: Table):
         tag, u = ev.union(4, 6, "EValue payload")
@@ -430,6 +484,9 @@ class _PlanReader:
             op = u.i32(4)
             if not 0 <= op < n_ops:
                 raise self.fail(f"KernelCall operator index {op} is out of range ({n_ops} operators)")
+            if op in self.garbled_ops:
+                raise self.fail(f"KernelCall calls operator {op}, whose name is not valid UTF-8 "
+                                f"({self.garbled_ops[op]})")
             return (KERNEL_CALL, op, tuple(idx(a, "argument") for a in u.values(6, "i")))
         if tag == DELEGATE_CALL:
             d = u.i32(4)

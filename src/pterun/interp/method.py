@@ -34,10 +34,19 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND,
                                    INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, NULL, OPT_TENSOR_LIST, STATIC,
                                    TAG_NAMES, TENSOR, TENSOR_LIST, Plan, ProgramFile, TensorDesc)
 from pterun.interp.binding import Binder
+from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
+from pterun.interp.checks import check as check_geometry
 from pterun.interp.tensor import Tensor
 
-#: Executed-instruction limit for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
+#: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
 MAX_INSTRUCTIONS = 10_000_000
+
+#: A method with jumps may execute at most ``LOOP_BUDGET_FACTOR x its instructions x its largest tensor dim``
+#: instructions (a loop the exporter writes, such as ``map``, runs its body once per row of a tensor), and never
+#: fewer than ``MIN_LOOP_BUDGET`` (a fraction of a second here) nor more than ``MAX_INSTRUCTIONS``: a corrupt
+#: jump that loops forever fails in about a second instead of running for minutes.
+LOOP_BUDGET_FACTOR = 4
+MIN_LOOP_BUDGET = 100_000
 
 #: New memory (bytes) that folded results may take per method. A folded result no longer shares the memory
 #: plan's arena, so a large one (every dequantized weight of a quantized model) would cost its full size; views
@@ -82,6 +91,7 @@ class MethodRunner:
         self._folding = self._fold_plan()  # None: nothing is folded
         self.chains = [self._build_chain(c, ci) for ci, c in enumerate(plan.chains)]
         del self._folding
+        self.loop_budget = self._loop_budget()
         self.lock = threading.Lock()
 
     # -- load ----------------------------------------------------------------------------------------------
@@ -109,8 +119,19 @@ class MethodRunner:
             reasons = "; ".join(f"{op}: {KERNELS[op].not_supported}" for op in unsupported)
             raise NotSupportedError(f"{self.where}: uses operator(s) pterun deliberately does not support: {reasons}")
 
+    def _loop_budget(self) -> int:
+        if not any(jumps for jumps, _, _ in self.chains):
+            return 0
+        steps = sum(len(s) for _, s, _ in self.chains)
+        # only tensors backed by real bytes (planned or constant) count: their sizes were checked against memory
+        dims = [max(d.sizes, default=1) for tag, d in self.plan.values
+                if tag == TENSOR and (d.memory_id is not None or d.data_buffer_idx > 0)]
+        return max(MIN_LOOP_BUDGET, LOOP_BUDGET_FACTOR * steps * max(dims, default=1))
+
     def _make_arenas(self, shared: dict) -> list:
-        sizes = self.plan.buffer_sizes
+        # an arena never needs more than the largest offset + size of the tensors placed in it: that is what is
+        # allocated, whatever (larger) size the plan declares, so a corrupt size costs nothing
+        sizes = self.plan.arena_extents
         total = sum(sizes[1:])
         limit = _physical_memory()
         if total > limit:
@@ -119,13 +140,23 @@ class MethodRunner:
         arenas = [_EMPTY]
         for j in range(1, len(sizes)):
             if j == 1:
-                arenas.append(np.zeros(sizes[j], np.uint8))
+                arenas.append(self._allocate(sizes[j], f"memory arena {j}"))
             else:  # memory ids >= 2 hold state shared across a program's methods (share_mutable_buffers)
                 a = shared.get(j)
                 if a is None or len(a) < sizes[j]:
-                    a = shared[j] = np.zeros(sizes[j], np.uint8)
+                    need = max(sizes[j], self.pf.shared_arena_size(j))
+                    a = shared[j] = self._allocate(need, f"shared memory arena {j}")
                 arenas.append(a)
         return arenas
+
+    def _allocate(self, nbytes: int, what: str) -> np.ndarray:
+        if not nbytes:
+            return _EMPTY
+        try:
+            return np.zeros(nbytes, np.uint8)
+        except MemoryError:  # ulimit -v, overcommit off, a small board: the file asks for more than there is
+            raise InvalidProgramError(f"{self.where}: {what} needs {nbytes} bytes, more memory than is available "
+                                      "(corrupt file?)") from None
 
     def _make_value(self, i: int, tag: int, p):
         if tag == TENSOR:
@@ -154,7 +185,7 @@ class MethodRunner:
         else:
             if nbytes > _physical_memory():
                 raise self.fail(f"tensor value {i} needs {nbytes} bytes, more than this machine has (corrupt file?)")
-            storage = np.zeros(nbytes, np.uint8) if nbytes else _EMPTY
+            storage = self._allocate(nbytes, f"unplanned tensor value {i} ({list(d.sizes)})")
         return Tensor(dtype, d.sizes, d.dim_order, storage, dynamic=d.dynamism != STATIC)
 
     def _external_tensor(self, i: int, d: TensorDesc) -> np.ndarray:
@@ -244,6 +275,8 @@ class MethodRunner:
         for pc, (kind, a, b) in enumerate(chain):
             if kind == KERNEL_CALL:
                 name = self.plan.operators[a]
+                if name in GEOMETRY_CHECKS:
+                    self._check_geometry(KERNELS[name], b, pc)
                 if self._folding is not None and self._fold(KERNELS[name], b, ci, pc):
                     self.folded.append((ci, pc, name))
                     continue
@@ -458,6 +491,26 @@ class MethodRunner:
                     return False  # read after the instruction without being written in between
         return True
 
+    def _check_geometry(self, kernel, args: tuple, pc: int) -> None:
+        """Arguments fixed at load that drive a kernel's work (padding, windows, sizes) must give exactly the
+        shape of its static out tensors (interp/checks.py); otherwise the program is refused now."""
+        schema = kernel.schema
+        if kernel.raw or len(args) not in (len(schema.args), len(schema.args) + 1):
+            return  # _kernel_step reports the arity
+        self.binder.where = f"{self.where}: instruction {pc} ({kernel.name})"
+        bound, outs = [], []
+        for arg, vi in zip(schema.args, args):
+            is_dyn, v = self.binder.bind(arg, vi)
+            if is_dyn:
+                return  # shapes known only at run time
+            bound.append(v)
+            if arg.mutable:
+                t = self.values[vi]
+                outs.append((t.shape, not t.dynamic) if isinstance(t, Tensor) else ((), False))
+        problem = check_geometry(kernel.name, bound, outs)
+        if problem is not None:
+            raise self.fail(f"instruction {pc} ({kernel.name}): {problem}")
+
     def _kernel_step(self, kernel, args: tuple, pc: int):
         where = f"instruction {pc} ({kernel.name})"
         values = self.values
@@ -583,13 +636,15 @@ class MethodRunner:
                 else:
                     n = len(steps)
                     count = 0
+                    limit = min(MAX_INSTRUCTIONS, self.loop_budget)
                     while pc < n:
                         nxt = steps[pc]()
                         pc = pc + 1 if nxt is None else nxt
                         count += 1
-                        if count > MAX_INSTRUCTIONS:
-                            raise InvalidProgramError(f"{self.where}: executed more than {MAX_INSTRUCTIONS} "
-                                                      "instructions (infinite loop in the program?)")
+                        if count > limit:
+                            raise InvalidProgramError(
+                                f"{self.where}: executed more than {limit} instructions, the budget of a method "
+                                f"with {n} instructions (infinite loop in the program?)")
             except PterunError as e:
                 if isinstance(e, (InvalidProgramError, KernelError)):
                     raise
@@ -601,10 +656,11 @@ class MethodRunner:
         # ``pc`` counts steps; the message names the program's own instruction index
         name, args, pc = info[pc] if pc < len(info) else ("?", (), pc)
         shapes = []
+        inputs = {vi: k for k, vi in enumerate(self.inputs)}  # a bad value the caller gave is named as theirs
         for a in args:
             v = self.values[a] if 0 <= a < len(self.values) else None
             if isinstance(v, Tensor):
-                shapes.append(f"{v.dtype.name}{list(v.shape)}")
+                shapes.append(f"{v.dtype.name}{list(v.shape)}" + (f" = input {inputs[a]}" if a in inputs else ""))
             elif self.tags[a] not in (TENSOR,) and not isinstance(v, tuple):
                 shapes.append(repr(v))
         return KernelError(f"{self.where}: {name} failed at instruction {pc} with inputs ({', '.join(shapes)}): "

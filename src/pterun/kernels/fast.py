@@ -36,6 +36,8 @@ try:  # the clip ufunc itself, without np.clip's Python-level argument handling
     from numpy._core.umath import clip as _clip
 except ImportError:  # NumPy 1.x
     _clip = np.clip
+# NumPy 1.x's clip turns -0.0 into +0.0 (NumPy 2's passes it through): there relu keeps the general kernel
+_CLIP_KEEPS_NEGATIVE_ZERO = bool(np.signbit(_clip(np.float32(-0.0), np.float32(0), np.float32(np.inf))))
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -91,7 +93,7 @@ def binary_scalar(ufunc):
 def relu(general, self, out):
     # clip(x, 0, inf) is the general kernel's where(x < 0, 0, x) exactly (NaN and -0.0 pass through), and
     # NumPy's maximum with a scalar runs 2-3x slower than the clip ufunc
-    if not _same_float(self, out) or self.shape != out.shape:
+    if not _CLIP_KEEPS_NEGATIVE_ZERO or not _same_float(self, out) or self.shape != out.shape:
         return None
     return _step_of(_clip, self, self.dtype.type(0), self.dtype.type(np.inf), out)
 

@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ from pterun.errors import InvalidArgumentError, InvalidProgramError
 from pterun.llm.config import GenerationConfig, Stats, now_ms
 from pterun.llm.sampler import Sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
-from pterun.runtime import Runtime
+from pterun.runtime import DataPath, Program, Runtime
 
 __all__ = ["TextLLMRunner", "ModelInfo", "read_model_info"]
 
@@ -61,7 +62,7 @@ def _constant(program, name: str):
     return out if name == "get_eos_ids" else out[0]
 
 
-def read_model_info(program, tokenizer: Tokenizer | None = None) -> ModelInfo:
+def read_model_info(program: Program, tokenizer: Tokenizer | None = None) -> ModelInfo:
     """Read the LLM conventions of a loaded program, with ExecuTorch's defaults for missing metadata."""
     if "forward" not in program.method_names:
         raise InvalidProgramError(f"an LLM program needs a 'forward' method; this one has "
@@ -115,13 +116,14 @@ class TextLLMRunner:
         data_path: external weights (``.ptd``), or a list of them.
     """
 
-    def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike, data_path=None):
+    def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike,
+                 data_path: DataPath | None = None):
         load_start = now_ms()
         program = Runtime.get().load_program(model_path, data_path=data_path)
         self._setup(program, load_tokenizer(tokenizer_path), str(model_path), load_start)
 
     @classmethod
-    def from_program(cls, program, tokenizer: Tokenizer | str | os.PathLike) -> "TextLLMRunner":
+    def from_program(cls, program: Program, tokenizer: Tokenizer | str | os.PathLike) -> "TextLLMRunner":
         """A runner over an already loaded :class:`pterun.Program` (from bytes, say) and a tokenizer object or
         file."""
         self = cls.__new__(cls)
@@ -183,7 +185,7 @@ class TextLLMRunner:
 
     # -- pterun's additions -------------------------------------------------------------------------------
     def stream(self, prompt: str, config: GenerationConfig | None = None, *, rng: np.random.Generator | None = None,
-               **options) -> Iterator[str]:
+               **options: Any) -> Iterator[str]:
         """Yield the generated text piece by piece (never a broken character).
 
         ``options`` override fields of ``config`` (``max_new_tokens=``, ``temperature=``, ``top_k=``,
@@ -196,7 +198,7 @@ class TextLLMRunner:
                 yield piece
 
     def stream_ids(self, prompt: str, config: GenerationConfig | None = None, *,
-                   rng: np.random.Generator | None = None, **options) -> Iterator[int]:
+                   rng: np.random.Generator | None = None, **options: Any) -> Iterator[int]:
         """Like :meth:`stream`, but yield the generated token ids (an EOS id, when reached, is the last)."""
         cfg = self._config(config, options)
         ids, max_new, sampler = self._start(prompt, cfg, rng)

@@ -22,11 +22,12 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Sequence
 
 __all__ = ["Tokenizer", "load_tokenizer", "StreamDecoder", "HFTokenizer", "TiktokenTokenizer",
            "SentencePieceTokenizer"]
 
-_EXTRA = "pip install 'pterun[llm]'"
+_EXTRA = "every tokenizer library: pip install 'pterun[llm]', or pip install -e '.[llm]' in a clone of pterun"
 _BOS_NAMES = ("<|begin_of_text|>", "<s>", "<bos>", "<|bos|>", "<|startoftext|>", "[BOS]")
 _EOS_NAMES = ("<|end_of_text|>", "<|endoftext|>", "</s>", "<eos>", "<|eos|>", "<|eot_id|>", "<|im_end|>", "[EOS]")
 # Llama 3's split pattern and special-token layout: ExecuTorch's tiktoken tokenizer assumes both by default
@@ -43,8 +44,7 @@ def _need(module: str, what: str):
     try:
         return __import__(module)
     except ImportError as e:
-        raise ImportError(f"reading {what} needs the {module!r} package, part of pterun's 'llm' extra: "
-                          f"{_EXTRA}") from e
+        raise ImportError(f"reading {what} needs the {module!r} package: pip install {module} ({_EXTRA})") from e
 
 
 class Tokenizer:
@@ -67,7 +67,7 @@ class Tokenizer:
     def _encode(self, text: str) -> list[int]:
         raise NotImplementedError
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         """Text of ``ids`` (special tokens dropped; incomplete UTF-8 becomes U+FFFD)."""
         raise NotImplementedError
 
@@ -111,7 +111,7 @@ class HFTokenizer(Tokenizer):
         # special tokens come from bos/eos counts, not the post-processor, so they are never doubled
         return self._tok.encode(text, add_special_tokens=False).ids
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=True)
 
 
@@ -141,7 +141,7 @@ class TiktokenTokenizer(Tokenizer):
     def _encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         special = self.special_ids
         return self._enc.decode([i for i in ids if i not in special], errors="replace")
 
@@ -160,7 +160,7 @@ class SentencePieceTokenizer(Tokenizer):
     def _encode(self, text: str) -> list[int]:
         return self._sp.encode(text)
 
-    def decode(self, ids) -> str:
+    def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode([int(i) for i in ids])
 
 
@@ -200,7 +200,7 @@ class StreamDecoder:
     as ``context`` lets tokenizers that drop a leading space at the start of a text (SentencePiece) keep it.
     """
 
-    def __init__(self, tokenizer: Tokenizer, context=()):
+    def __init__(self, tokenizer: Tokenizer, context: Sequence[int] = ()):
         self._decode = tokenizer.decode
         self._special = tokenizer.special_ids
         self._ids = [i for i in list(context)[-4:] if i not in self._special]

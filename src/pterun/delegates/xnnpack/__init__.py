@@ -25,7 +25,6 @@ from pterun import threads
 from pterun._log import logger
 from pterun.delegates import DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
-from pterun.delegates.xnnpack.numpy_engine import Plan, compile_graph
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["ENGINES", "Plan", "XnnpackBackend", "engine_for", "load"]
@@ -78,7 +77,17 @@ def _litert(graph: Graph, engine: str, keep: bool):
     return None, reason
 
 
-def _numpy(graph: Graph) -> Plan:
+def __getattr__(name: str):
+    if name == "Plan":  # the NumPy engine is imported when first needed (a program all on LiteRT never needs it)
+        from pterun.delegates.xnnpack.numpy_engine import Plan
+
+        return Plan
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _numpy(graph: Graph):
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
     try:
         return compile_graph(graph)
     except PterunError:

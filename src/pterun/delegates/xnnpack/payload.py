@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pterun.delegates.xnnpack.validate import validate
 from pterun.errors import DelegateError, PterunError
 from pterun.format.flatbuffer import Buffer, Table
 
@@ -196,7 +197,7 @@ def read_graph(blob: np.ndarray, named_data: Callable[[str], np.ndarray]) -> Gra
         raise _fail(f"XNNGraph identifier is {ident!r}, expected b'XN00' or b'XN01'")
     buf = Buffer(fb, "XNNPACK payload", error=DelegateError)
     try:
-        return _GraphReader(buf, const_region, named_data).read()
+        return validate(_GraphReader(buf, const_region, named_data).read())  # geometry vs dims: validate.py
     except (struct.error, IndexError, OverflowError, ValueError) as e:
         if isinstance(e, PterunError):
             raise

@@ -1,0 +1,7 @@
+"""``python -m pterun``: the ``pterun`` command."""
+
+import sys
+
+from pterun.cli import main
+
+sys.exit(main())

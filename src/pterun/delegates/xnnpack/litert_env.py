@@ -1,0 +1,152 @@
+"""The LiteRT installation as the LiteRT engine uses it: the modules it imports once, and LiteRT's native stderr.
+
+:func:`modules` imports ``ai_edge_litert`` (its interpreter and the schema module the model writer uses) on first
+use and checks that they have what the translation needs; anything missing raises :class:`Unavailable` with the
+reason, and the caller runs the graph on the NumPy engine. LiteRT writes ``INFO: Created TensorFlow Lite XNNPACK
+delegate for CPU.`` to the process's stderr when the first interpreter is made; :class:`capture_native_stderr`
+routes such lines into the ``pterun`` logger and passes anything else written to stderr meanwhile back through.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+from pterun._log import logger
+
+__all__ = ["Unavailable", "Unsupported", "available", "capture_native_stderr", "modules"]
+
+
+class Unsupported(Exception):
+    """The graph uses a node, a parameter or a datatype the LiteRT engine does not take; ``str()`` says which."""
+
+
+class Unavailable(Exception):
+    """LiteRT (or the schema module the translation writes with) is not installed or not as expected."""
+
+
+# -- the installed modules, checked once ---------------------------------------------------------------------------
+_SCHEMA_NAMES = ("ModelT", "SubGraphT", "TensorT", "BufferT", "OperatorT", "OperatorCodeT",
+                 "QuantizationParametersT", "BlockwiseQuantizationT", "QuantizationDetails", "BuiltinOperator",
+                 "BuiltinOptions", "TensorType", "Padding", "ActivationFunctionType", "Conv2DOptionsT",
+                 "DepthwiseConv2DOptionsT", "FullyConnectedOptionsT", "Pool2DOptionsT", "ReshapeOptionsT",
+                 "ConcatenationOptionsT", "AddOptionsT", "SubOptionsT", "MulOptionsT", "DivOptionsT",
+                 "SoftmaxOptionsT", "LeakyReluOptionsT", "ResizeBilinearOptionsT", "ReducerOptionsT",
+                 "BatchMatMulOptionsT", "TransposeConvOptionsT")
+_modules_cache: tuple | None = None
+_modules_error: str | None = None
+_modules_lock = threading.Lock()
+
+
+def modules() -> tuple:
+    """(schema module, flatbuffers, Interpreter class); raises :class:`Unavailable` with the reason."""
+    global _modules_cache, _modules_error
+    with _modules_lock:
+        if _modules_cache is None and _modules_error is None:
+            try:
+                _modules_cache = _import_modules()
+            except Unavailable as e:
+                _modules_error = str(e)
+        if _modules_error is not None:
+            raise Unavailable(_modules_error)
+        return _modules_cache
+
+
+def _import_modules() -> tuple:
+    try:
+        import flatbuffers
+        from ai_edge_litert import interpreter as interp
+        from ai_edge_litert import schema_py_generated as schema
+    except ImportError as e:
+        raise Unavailable(f"ai-edge-litert is not installed ({e})") from None
+    except Exception as e:  # installed but broken: a native library that does not load here, ...
+        raise Unavailable(f"ai-edge-litert does not import ({type(e).__name__}: {e})") from None
+    missing = [n for n in _SCHEMA_NAMES if not hasattr(schema, n)]
+    need_ops = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "PAD", "TRANSPOSE", "RESHAPE")
+    missing += [f"BuiltinOperator.{n}" for n in need_ops if not hasattr(getattr(schema, "BuiltinOperator", None), n)]
+    missing += [f"TensorType.{n}" for n in ("FLOAT32", "INT8", "INT4", "FLOAT16")
+                if not hasattr(getattr(schema, "TensorType", None), n)]
+    if missing:
+        raise Unavailable(f"ai_edge_litert.schema_py_generated lacks {', '.join(missing[:5])}"
+                          f"{' ...' if len(missing) > 5 else ''} (a LiteRT version this pterun was not tested with)")
+    if not hasattr(interp, "Interpreter") or not hasattr(schema.ModelT, "Pack"):
+        raise Unavailable("ai_edge_litert has no Interpreter or its schema module no object API")
+    return schema, flatbuffers, interp.Interpreter
+
+
+def available() -> str | None:
+    """None when the LiteRT engine can be used, else the reason it cannot."""
+    try:
+        modules()
+    except Unavailable as e:
+        return str(e)
+    return None
+
+
+# -- native stderr -----------------------------------------------------------------------------------------------
+_LITERT_LINE = re.compile(rb"^(INFO|WARNING|ERROR|VERBOSE): ")
+_stderr_lock = threading.Lock()
+_sink_fd: int | None = None
+_sink_file = None  # where memfd_create is missing: an unlinked temporary file, kept open
+
+
+def _sink() -> int:
+    """The in-memory file stderr is pointed at during a capture (one per process, made on first use)."""
+    global _sink_fd, _sink_file
+    if _sink_fd is None:
+        if hasattr(os, "memfd_create"):
+            _sink_fd = os.memfd_create("pterun-stderr", os.MFD_CLOEXEC)
+        else:
+            import tempfile
+
+            _sink_file = tempfile.TemporaryFile()
+            _sink_fd = _sink_file.fileno()
+    return _sink_fd
+
+
+class capture_native_stderr:
+    """While active, the process's stderr (fd 2) goes into an in-memory file; afterwards TFLite's own log lines
+    (``INFO: ...``) go to the ``pterun`` logger and everything else is written back to stderr unchanged.
+
+    A file rather than a pipe: nothing has to drain it while native code writes (no reader thread to start per
+    interpreter, ~5 ms each on a busy machine), and a writer can never block on a full pipe."""
+
+    def __enter__(self):
+        _stderr_lock.acquire()
+        try:
+            sink = _sink()
+            os.ftruncate(sink, 0)
+            os.lseek(sink, 0, os.SEEK_SET)
+            self.saved = os.dup(2)
+            os.dup2(sink, 2)
+        except OSError:
+            _stderr_lock.release()
+            self.saved = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            return False
+        chunks = []
+        try:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+            sink = _sink()
+            os.lseek(sink, 0, os.SEEK_SET)
+            while b := os.read(sink, 65536):
+                chunks.append(b)
+        finally:
+            _stderr_lock.release()
+        passthrough = []
+        for line in b"".join(chunks).splitlines(keepends=True):
+            if _LITERT_LINE.match(line):
+                logger().info("LiteRT: %s", line.decode("utf-8", "replace").rstrip())
+            else:
+                passthrough.append(line)
+        if passthrough:
+            data = b"".join(passthrough)
+            while data:
+                data = data[os.write(2, data):]
+        return False
+

@@ -1,0 +1,118 @@
+"""Memory the LiteRT engine gives back once XNNPACK has packed the weights.
+
+When its interpreter is built, LiteRT's XNNPACK delegate packs every convolution's and fully-connected layer's
+filter and bias into buffers of its own and never reads the model's copy again (the graph is wholly delegated, so
+no builtin kernel reads it either; input resizing reshapes XNNPACK's runtime, it does not repack). Two copies of
+those weights would otherwise stay resident beside the packed ones:
+
+* the model's bytes: :func:`release_packed` returns their whole pages to the system (``madvise(MADV_DONTNEED)`` on
+  Linux: the pages read as zeros afterwards, which is why only ranges nothing reads again are given);
+* the program file's pages the translation read the weights from: :func:`release_sources` drops them from the
+  process's mapping (read-only file mappings only; they are read back from the file if anything touches them
+  again, e.g. the NumPy engine after a fallback).
+
+Both are best effort: on other systems, or when a call fails, the memory simply stays.
+"""
+
+from __future__ import annotations
+
+import mmap
+import sys
+
+import numpy as np
+
+__all__ = ["new_bytes", "release_packed", "release_sources"]
+
+_PAGE = mmap.PAGESIZE
+_libc = None
+
+
+def _page_range(start: int, size: int) -> tuple[int, int]:
+    """The whole pages inside [start, start + size): (first page address, length), length 0 when none."""
+    a = -(-start // _PAGE) * _PAGE
+    e = (start + size) // _PAGE * _PAGE
+    return a, max(e - a, 0)
+
+
+def new_bytes(size: int) -> tuple[bytes, np.ndarray] | None:
+    """A new, not yet filled ``bytes`` object of ``size`` bytes and a writable uint8 view of its contents, or None
+    where the C API is not reachable. Large ones ask for transparent huge pages on Linux (as NumPy does for its
+    arrays): writing 45 MB of weights then takes a few dozen page faults instead of ~11,000. The caller fills every
+    byte before anyone else sees the object (``PyBytes_FromStringAndSize(NULL, n)``'s contract)."""
+    import ctypes
+
+    try:
+        make = ctypes.pythonapi.PyBytes_FromStringAndSize
+    except AttributeError:  # not CPython
+        return None
+    make.argtypes = [ctypes.c_void_p, ctypes.c_ssize_t]
+    make.restype = ctypes.py_object
+    b = make(None, size)
+    addr = np.frombuffer(b, np.uint8).ctypes.data if size else 0
+    view = np.frombuffer((ctypes.c_char * size).from_address(addr), np.uint8) if size else np.empty(0, np.uint8)
+    if size >= 1 << 22 and sys.platform.startswith("linux") and hasattr(mmap, "MADV_HUGEPAGE"):
+        a, n = _page_range(addr, size)
+        if n:
+            _madvise(a, n, mmap.MADV_HUGEPAGE)
+    return b, view
+
+
+def _madvise(addr: int, size: int, advice: int) -> bool:
+    global _libc
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        _libc.madvise.restype = ctypes.c_int
+    return _libc.madvise(addr, size, advice) == 0
+
+
+def release_packed(model: bytes, ranges) -> int:
+    """Give back the whole pages of ``model`` inside ``ranges`` ((offset, size) pairs); the bytes released."""
+    if not ranges or not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_DONTNEED"):
+        return 0
+    base = np.frombuffer(model, np.uint8).ctypes.data
+    released = 0
+    for off, size in ranges:
+        a, n = _page_range(base + off, size)
+        if n and _madvise(a, n, mmap.MADV_DONTNEED):
+            released += n
+    return released
+
+
+def _mapping(a: np.ndarray):
+    """The read-only ``mmap`` whose memory ``a`` views, or None."""
+    b = a
+    while isinstance(b, np.ndarray):
+        b = b.base
+    if isinstance(b, memoryview):
+        if not b.readonly:
+            return None
+        b = b.obj
+    if isinstance(b, mmap.mmap) and len(b) and memoryview(b).readonly:
+        return b
+    return None
+
+
+def release_sources(arrays) -> int:
+    """Drop the whole pages of read-only file mappings that ``arrays`` view from this process; the bytes dropped."""
+    if not hasattr(mmap, "MADV_DONTNEED"):
+        return 0
+    bases: dict[int, int] = {}
+    released = 0
+    for a in arrays:
+        mm = _mapping(a)
+        if mm is None:
+            continue
+        base = bases.get(id(mm))
+        if base is None:
+            base = bases[id(mm)] = np.frombuffer(mm, np.uint8, count=1).ctypes.data
+        start, n = _page_range(a.ctypes.data, a.nbytes)
+        if n and base <= start and start - base + n <= len(mm):
+            try:
+                mm.madvise(mmap.MADV_DONTNEED, start - base, n)
+            except (OSError, ValueError):
+                continue
+            released += n
+    return released

@@ -1,0 +1,163 @@
+"""A TFLite model written in memory: tensors, constant buffers and operators, packed into one flatbuffer.
+
+The flatbuffer is built with the ``flatbuffers`` package and the object API of the schema module LiteRT ships
+(``ai_edge_litert.schema_py_generated``). Constant data is not put inside the flatbuffer: it follows it, 64-byte
+aligned, each buffer pointing at its bytes with ``Buffer.offset``/``size``, so the weights are copied once, straight
+from the payload's arrays into the model's bytes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pterun.delegates.xnnpack.litert_memory import new_bytes
+
+__all__ = ["ModelWriter"]
+
+
+class ModelWriter:
+    """The model being written. ``no(what)`` makes the exception a missing operator raises (subclasses say where)."""
+
+    def __init__(self, schema):
+        self.S = schema
+        self.tensors: list = []
+        self.operators: list = []
+        self.opcodes: dict[int, int] = {}
+        self.codes: list = []
+        self.buffers = [schema.BufferT()]  # buffer 0: the empty sentinel TFLite requires
+        self.blobs: list[tuple[int, np.ndarray]] = []  # (buffer index, bytes to place after the flatbuffer)
+        self.op_names: list[str] = []
+
+    def no(self, what: str) -> Exception:
+        return ValueError(what)
+
+    def add_tensor(self, shape, ttype: int, buf: int = 0, quant=None, name: str = "") -> int:
+        t = self.S.TensorT()
+        t.shape = np.asarray(shape, np.int32)
+        t.type = ttype
+        t.buffer = buf
+        t.quantization = quant
+        t.name = name
+        self.tensors.append(t)
+        return len(self.tensors) - 1
+
+    def buffer(self, data: np.ndarray) -> int:
+        b = self.S.BufferT()
+        self.buffers.append(b)
+        self.blobs.append((len(self.buffers) - 1, np.asarray(data).reshape(-1).view(np.uint8)))
+        return len(self.buffers) - 1
+
+    def const(self, arr: np.ndarray, tname: str, quant=None) -> int:
+        arr = np.ascontiguousarray(arr)
+        return self.add_tensor(list(arr.shape), getattr(self.S.TensorType, tname), self.buffer(arr), quant)
+
+    def i32(self, values) -> int:
+        return self.const(np.asarray(values, np.int32), "INT32")
+
+    def op(self, name: str, inputs: list, outputs: list, options: str | None = None, **fields) -> None:
+        S = self.S
+        code = getattr(S.BuiltinOperator, name, None)
+        if code is None:
+            raise self.no(f"this LiteRT has no {name} operator")
+        if code not in self.opcodes:
+            oc = S.OperatorCodeT()
+            oc.builtinCode = code
+            oc.deprecatedBuiltinCode = min(code, 127)
+            oc.version = 1
+            self.opcodes[code] = len(self.codes)
+            self.codes.append(oc)
+        o = S.OperatorT()
+        o.opcodeIndex = self.opcodes[code]
+        o.inputs = np.asarray(inputs, np.int32)
+        o.outputs = np.asarray(outputs, np.int32)
+        if options is not None:
+            opt = getattr(S, options + "T")()
+            for k, val in fields.items():
+                setattr(opt, k, val)
+            o.builtinOptionsType = getattr(S.BuiltinOptions, options)
+            o.builtinOptions = opt
+        self.operators.append(o)
+        self.op_names.append(name)
+
+    def packed_ranges(self) -> list[tuple[int, int]]:
+        """(offset, size) in the model's bytes of the constants only XNNPACK's weight packing reads: filters and
+        biases of convolutions and fully-connected layers that no other operator reads. Call after serialize."""
+        packed, other = set(), set()
+        for name, o in zip(self.op_names, self.operators):
+            slots = _PACKED_INPUTS.get(name, ())
+            for i, t in enumerate(o.inputs.tolist()):
+                (packed if i in slots else other).add(t)
+        bufs = sorted({self.tensors[t].buffer for t in packed - other if t >= 0} - {0})
+        return [(self.buffers[b].offset, self.buffers[b].size) for b in bufs]
+
+    def serialize(self, ins: list[int], outs: list[int]) -> bytes:
+        S = self.S
+        sg = S.SubGraphT()
+        sg.tensors, sg.operators = self.tensors, self.operators
+        sg.inputs, sg.outputs = np.asarray(ins, np.int32), np.asarray(outs, np.int32)
+        sg.name = "main"
+        m = S.ModelT()
+        m.version = 3
+        m.operatorCodes = self.codes
+        m.subgraphs = [sg]
+        m.buffers = self.buffers
+        m.description = "pterun XNNPACK delegate"
+        # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
+        # on the flatbuffer's size, so it is packed once (twice only if the bound was too small)
+        at = _align(self.size_bound())
+        while True:
+            pos = at
+            for b, data in self.blobs:
+                self.buffers[b].offset, self.buffers[b].size = pos, data.size
+                pos = _align(pos + data.size)
+            fb = self._pack(m)
+            if len(fb) <= at:
+                break
+            at = _align(len(fb) + 4096)
+        made = new_bytes(_align(pos))
+        if made is None:  # no C API: the same bytes, assembled by join
+            parts, end = [fb, bytes(at - len(fb))], at
+            for _, data in self.blobs:
+                parts.append(memoryview(np.ascontiguousarray(data)))
+                end += data.size
+                parts.append(bytes(_align(end) - end))
+                end = _align(end)
+            return b"".join(parts)
+        model, out = made  # one copy of the constants, straight into the model's bytes; every byte written
+        out[:len(fb)] = np.frombuffer(fb, np.uint8)
+        end = len(fb)
+        for b, data in self.blobs:
+            start = self.buffers[b].offset
+            out[end:start] = 0
+            out[start:start + data.size] = data
+            end = start + data.size
+        out[end:] = 0
+        return model
+
+    def size_bound(self) -> int:
+        """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
+        n = 4096 + 64 * len(self.buffers) + 48 * len(self.codes)
+        for t in self.tensors:
+            n += 160 + 4 * len(t.shape) + len(t.name or "")
+            q = t.quantization
+            if q is not None:
+                n += 96 + 12 * (np.size(q.scale) if q.scale is not None else 0) + 8 * np.size(q.zeroPoint)
+        for o in self.operators:
+            n += 160 + 4 * (len(o.inputs) + len(o.outputs))
+        return n
+
+    def _pack(self, m) -> bytes:
+        import flatbuffers
+
+        b = flatbuffers.Builder(1 << 16)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+
+# operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
+_PACKED_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECTED": (1, 2), "TRANSPOSE_CONV": (1, 3)}
+
+
+def _align(n: int, to: int = 64) -> int:
+    return -(-n // to) * to
+

@@ -1,0 +1,88 @@
+"""The CI slice of the structure-aware fuzzer (tools/fuzz.py): a fixed, seeded set of mutated programs over the
+small fixtures, each run in a forked worker with a time limit and an address-space cap. Every case must end in
+pterun's documented error tree or run: 0 crashes, 0 hangs, 0 undocumented exceptions, no worker over 1 GiB.
+
+The long campaign is ``python tools/fuzz.py --cases 200000`` (README, "Errors").
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import sys
+
+import pytest
+
+resource = pytest.importorskip("resource", reason="the fuzzer caps its workers with resource.setrlimit (POSIX)")
+
+from fixtures_util import FIXTURES
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the fuzzer forks its workers")
+
+_spec = importlib.util.spec_from_file_location("pterun_fuzz", FIXTURES.parent.parent / "tools" / "fuzz.py")
+fuzz = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fuzz)
+
+SEED = 20261130
+CASES = 5000
+SMALL = 200_000  # bytes: every fixture but the three large CNNs, which the long campaign covers
+
+
+@pytest.fixture(scope="module")
+def campaign():
+    targets = [t for t in fuzz.discover() if len(t.data) <= SMALL]
+    for t in targets:
+        fuzz.record(t)
+    return fuzz.Campaign(targets, SEED, CASES, workers=1, hang_s=5.0).run()
+
+
+def test_the_slice_covers_every_kind_of_file(campaign):
+    kinds = {t.kind for t in campaign.targets}
+    assert kinds == {"pte", "ptd", "bpte"}
+    assert any(t.name.startswith("xnn_") for t in campaign.targets)
+    assert any("demo.pte" in t.name for t in campaign.targets)
+    assert all(t.fields for t in campaign.targets), [t.name for t in campaign.targets if not t.fields]
+
+
+def test_no_crash_hang_undocumented_exception_or_memory_blowup(campaign):
+    t = campaign.totals()
+    assert t["cases"] == CASES
+    assert (t["crash"], t["hang"], t["undocumented"], t["memory"]) == (0, 0, 0, 0), campaign.findings
+    out = io.StringIO()
+    campaign.report(out)
+    assert out.getvalue().splitlines()[-1] == f"fuzz: {CASES} cases, 0 crashes, 0 hangs, 0 undocumented"
+
+
+def test_every_mutation_class_reaches_both_outcomes(campaign):
+    # a class that only ever errors (or only ever runs) is not reaching the interesting paths
+    for cls, s in campaign.stats.items():
+        assert s["ok"] > 0 and s["error"] > 0, (cls, dict(s))
+    # value mutations keep many files loadable, so the kernels and the delegate see hostile programs
+    value = campaign.stats["value"]
+    assert value["executed"] > value["cases"] // 4 and value["ok"] > value["cases"] // 10, dict(value)
+
+
+def test_the_slice_is_deterministic(campaign):
+    targets = campaign.targets
+    for i in (0, 17, CASES - 1):
+        a = fuzz.case_plan(SEED, i, targets)
+        b = fuzz.case_plan(SEED, i, targets)
+        assert (a[0].name, a[1]) == (b[0].name, b[1])
+        assert fuzz.mutate(a[0], a[1], a[2]) == fuzz.mutate(b[0], b[1], b[2])
+
+
+def test_the_harness_counts_what_it_claims_to():
+    # a worker killed by a signal is a crash, a case past the time limit a hang, a non-pterun exception
+    # undocumented, a worker past the RSS limit a memory blow-up; pterun's own errors are not findings
+    targets = fuzz.selftest_targets()  # taken in turn; the leaking one touches 120 MiB
+    here = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # a forked worker starts at this RSS
+    c = fuzz.Campaign(targets, 1, 12, workers=1, hang_s=3.0, rss_limit=here + (50 << 20)).run()
+    outcomes = {}
+    for line in c.findings:
+        name = line.split("(", 1)[1].split(")")[0].split(", ")[1]
+        outcomes.setdefault(name, set()).add(line.split("): ")[1].split()[0])
+    assert outcomes == {"crash": {"crash"}, "hang": {"hang"}, "undocumented": {"undocumented"},
+                        f"rss {120 << 20}": {"memory"}}, c.findings
+    t = c.totals()
+    assert (t["cases"], t["crash"], t["hang"], t["undocumented"], t["memory"], t["error"], t["ok"]) == \
+        (12, 2, 2, 2, 2, 2, 2)
