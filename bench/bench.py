@@ -337,7 +337,7 @@ def error_label(results: list[dict]) -> str | None:
 
 def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Path, log) -> dict:
     """Every configuration of one model, ``args.rounds`` rounds, alternating the order each round."""
-    xnn = has_xnnpack(pte)
+    xnn = has_xnnpack(pte)  # (reads the file: the page cache is warm for every configuration's first process)
     # an engine only matters to XNNPACK delegates: on a program without one, litert-* equals numpy-*
     run = [c for c in configs if c.engine not in ("litert",) or xnn]
     per = {c.name: [] for c in run}
