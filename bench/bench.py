@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -51,17 +52,21 @@ README_END = "<!-- bench:results:end -->"
 # name -> (path, kind). kind: "full" = exported by export_models.py; "fixture"; "demo"
 EXPORTED = ["resnet18_portable", "resnet18_xnnpack", "mobilenet_v2_portable", "mobilenet_v2_xnnpack",
             "mlp_portable", "mlp_xnnpack", "few_ops_portable", "many_ops_portable"]
-FIXTURES = ["mlp", "cnn", "transformer", "gru", "mobilenet_v2", "resnet_small"]
+FIXTURES = ["mlp", "cnn", "transformer", "gru", "mobilenet_v2", "resnet_small",
+            # XNNPACK-delegated fixtures: a transformer (delegates split by portable ops), an 8da4w linear
+            "xnn_transformer", "xnn_8da4w", "xnn_mobilenet_v2"]
 
 # --- targets ----------------------------------------------------------------------------------------------
 # median-latency ratio pterun/reference
-RATIO_TARGETS = {"resnet18_xnnpack": 1.5, "mobilenet_v2_xnnpack": 2.0,
+# (issue #12: XNNPACK ResNet18 and MobileNetV2 within 1.05x of ExecuTorch at 1 and at 2 threads)
+RATIO_TARGETS = {"resnet18_xnnpack": 1.05, "mobilenet_v2_xnnpack": 1.05,
                  "resnet18_portable": 1 / 20, "mobilenet_v2_portable": 1 / 20}
 LOAD_TARGETS = {"resnet18_portable": 0.050, "resnet18_xnnpack": 0.050}  # seconds, load_program + load_method
+LOAD_RATIO_TARGETS = {"resnet18_xnnpack": 1.5}  # load_program + load_method, pterun / ExecuTorch
 RSS_TARGETS = {"mobilenet_v2_portable": 0.2, "mobilenet_v2_xnnpack": 0.2}  # peak RSS ratio pterun/reference
 SMALL_PROGRAMS = {"mlp_portable", "few_ops_portable", "many_ops_portable", "fx_mlp"}
 SMALL_FIXED_S, SMALL_PER_INSTR_S = 20e-6, 2e-6  # median <= 20 µs + 2 µs x instructions
-IMPORT_TARGET_S, IMPORT_RATIO_TARGET = 0.25, 0.1
+IMPORT_TARGET_S, IMPORT_RATIO_TARGET = 0.15, 0.1
 
 
 def all_models() -> dict[str, tuple[Path, str]]:
@@ -114,25 +119,126 @@ def ratio(a, b):
     return a / b
 
 
+# --- configurations ---------------------------------------------------------------------------------------
+#
+# A configuration is one way of running a model: a runtime plus the environment its process gets. Every
+# process starts from the caller's environment with all the variables below removed, so a configuration sets
+# exactly what its name says and nothing leaks in from the shell.
+THREAD_VARS = ("PTERUN_NUM_THREADS", "PTERUN_ENGINE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+               "BENCH_REF_THREADS")
+DEFAULT_CONFIGS = ["defaults", "numpy-1t", "numpy-2t", "litert-1t", "litert-2t", "ref-1t", "ref-2t"]
+ENGINES = ("numpy", "litert", "auto")
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str  # "defaults", "numpy-2t", "litert-1t", "ref-2t", ...
+    runtime: str  # "pterun" or "executorch"
+    env: tuple  # ((variable, value), ...) set on top of the cleaned environment
+    threads: int | None  # None: the runtime's own default
+    engine: str | None  # the engine asked for (pterun), None: not set
+
+    @property
+    def is_ref(self) -> bool:
+        return self.runtime == "executorch"
+
+
+def parse_config(name: str) -> Config:
+    """``defaults`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref``: a :class:`Config`."""
+    if name == "defaults":
+        return Config(name, "pterun", (), None, None)
+    if name == "ref":
+        return Config(name, "executorch", (), None, None)
+    head, _, tail = name.rpartition("-")
+    if not (tail.endswith("t") and tail[:-1].isdigit() and int(tail[:-1]) >= 1):
+        raise ValueError(f"configuration {name!r}: expected 'defaults', 'ref', 'ref-<N>t' or "
+                         f"'<engine>-<N>t' with engine in {', '.join(ENGINES)}")
+    n = int(tail[:-1])
+    if head == "ref":
+        # ExecuTorch's threadpool is resized by run_one.py right after the import (BENCH_REF_THREADS); its
+        # portable/optimized kernels may use OpenMP: held at the same count
+        return Config(name, "executorch", (("BENCH_REF_THREADS", str(n)), ("OMP_NUM_THREADS", str(n))), n, None)
+    if head in ENGINES:
+        return Config(name, "pterun", (("PTERUN_ENGINE", head), ("PTERUN_NUM_THREADS", str(n))), n, head)
+    raise ValueError(f"configuration {name!r}: unknown engine {head!r} (expected one of {', '.join(ENGINES)} "
+                     f"or 'ref')")
+
+
+def pair_of(cfg: Config, configs: list[Config]) -> Config | None:
+    """The reference configuration a pterun configuration is compared with: the same thread count; for
+    ``defaults``, the reference as it comes (``ref``), else the reference on all the cores (ExecuTorch's own
+    default threadpool size is the number of cores)."""
+    refs = {c.name: c for c in configs if c.is_ref}
+    if cfg.is_ref or not refs:
+        return None
+    if cfg.threads is None:
+        for cand in ("ref", f"ref-{os.cpu_count()}t"):
+            if cand in refs:
+                return refs[cand]
+        return None
+    return refs.get(f"ref-{cfg.threads}t")
+
+
+def config_env(base: dict, cfg: Config) -> dict:
+    env = {k: v for k, v in base.items() if k not in THREAD_VARS}
+    env.update(dict(cfg.env))
+    return env
+
+
+def has_xnnpack(pte: Path) -> bool:
+    """Whether the file holds an XNNPACK delegate (the backend id is stored as a plain string)."""
+    try:
+        with open(pte, "rb") as f:
+            return b"XnnpackBackend" in f.read()
+    except OSError:
+        return False
+
+
+def cpu_model() -> str:
+    """``lscpu``'s "Model name" (flags that matter for XNNPACK appended), else /proc/cpuinfo's, else platform's."""
+    name = ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except Exception:
+        pass
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if not name and line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    feats = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile") if f in flags]
+    return (name or platform.processor() or platform.machine()) + (f" ({', '.join(feats)})" if feats else "")
+
+
 # --- running ----------------------------------------------------------------------------------------------
 
 
-def run_process(python: str, runtime: str, pte: Path, args, save: Path | None, env, profile=False) -> dict:
-    cmd = [python, str(RUN_ONE), "--runtime", runtime, str(pte), "--budget", str(args.budget),
-           "--min-calls", str(args.min_calls), "--max-time", str(args.max_time), "--quiet"]
-    if runtime == "pterun" and args.pterun_src:
+def run_process(python: str, cfg: Config, pte: Path, args, save: Path | None, env, profile=False,
+                extra=()) -> dict:
+    cmd = [python, str(RUN_ONE), "--runtime", cfg.runtime, str(pte), "--budget", str(args.budget),
+           "--min-calls", str(args.min_calls), "--max-time", str(args.max_time), "--quiet", *extra]
+    if cfg.runtime == "pterun" and args.pterun_src:
         cmd += ["--pterun-src", str(args.pterun_src)]
-    if runtime == "pterun" and args.threads:
-        env = {**env, "PTERUN_NUM_THREADS": str(args.threads)}
     if save is not None:
         cmd += ["--save-outputs", str(save)]
     if profile:
         cmd += ["--profile", "--top", "1000"]
     t0 = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=str(REPO))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=config_env(env, cfg),
+                           cwd=str(REPO))
     except subprocess.TimeoutExpired:
-        return {"runtime": runtime, "error_type": "Timeout", "error": f"no result within {args.timeout} s"}
+        return {"runtime": cfg.runtime, "error_type": "Timeout", "error": f"no result within {args.timeout} s"}
     wall = time.perf_counter() - t0
     for line in reversed(p.stdout.splitlines()):
         if line.startswith(MARK):
@@ -140,8 +246,22 @@ def run_process(python: str, runtime: str, pte: Path, args, save: Path | None, e
             res["process_wall_s"] = wall
             return res
     tail = (p.stderr or p.stdout or "").strip().splitlines()[-3:]
-    return {"runtime": runtime, "error_type": f"exit {p.returncode}", "error": " | ".join(tail)[-500:],
+    return {"runtime": cfg.runtime, "error_type": f"exit {p.returncode}", "error": " | ".join(tail)[-500:],
             "process_wall_s": wall}
+
+
+def engine_mismatch(cfg: Config, res: dict) -> str | None:
+    """A reason when a pterun process asked for an engine did not run it (an older pterun, LiteRT missing)."""
+    if cfg.is_ref or cfg.engine in (None, "auto") or "error_type" in res:
+        return None
+    got = res.get("engines")
+    if got is None:  # a pterun from before engine selection: NumPy is its only engine
+        return None if cfg.engine == "numpy" else f"this pterun has no {cfg.engine} engine"
+    if not got:  # no delegate in the program: the engine is irrelevant
+        return None
+    if any(e != cfg.engine for e in got):
+        return f"asked for {cfg.engine}, ran {', '.join(sorted(set(got)))}"
+    return None
 
 
 def compare_outputs(a_path: Path, b_path: Path):
@@ -197,9 +317,8 @@ def aggregate(results: list[dict]) -> dict | None:
     agg = {k: med(r.get(k) for r in ok) for k in KEYS}
     agg["rounds"] = len(ok)
     agg["calls"] = sum(r.get("calls", 0) for r in ok)
-    agg["instructions"] = ok[0].get("instructions")
-    agg["plan_instructions"] = ok[0].get("plan_instructions")
-    agg["inputs"] = ok[0].get("inputs")
+    for k in ("instructions", "plan_instructions", "inputs", "engines", "threads", "delegate_calls"):
+        agg[k] = ok[0].get(k)
     return agg
 
 
@@ -211,43 +330,59 @@ def error_label(results: list[dict]) -> str | None:
     msg = e.get("error", "")
     if e["error_type"] == "DelegateError" and ("not available" in msg or "XnnpackBackend" in msg):
         return "n/a (XNNPACK delegate not available)"
+    if e["error_type"] == "EngineUnavailable":
+        return f"n/a ({msg})"
     return f"error: {e['error_type']}"
 
 
-def bench_model(name: str, pte: Path, args, env, tmp: Path, log) -> dict:
-    runtimes = [("pterun", args.py)] + ([("executorch", args.ref)] if args.ref else [])
-    per = {rt: [] for rt, _ in runtimes}
-    failed = set()
-    err = None
+def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Path, log) -> dict:
+    """Every configuration of one model, ``args.rounds`` rounds, alternating the order each round."""
+    xnn = has_xnnpack(pte)  # (reads the file: the page cache is warm for every configuration's first process)
+    # an engine only matters to XNNPACK delegates: on a program without one, litert-* equals numpy-*
+    run = [c for c in configs if c.engine not in ("litert",) or xnn]
+    per = {c.name: [] for c in run}
+    failed: set[str] = set()
     t_start = time.perf_counter()
     for r in range(args.rounds):
-        order = runtimes if r % 2 == 0 else list(reversed(runtimes))
-        for rt, py in order:
-            if rt in failed:
+        order = run if r % 2 == 0 else list(reversed(run))
+        for cfg in order:
+            if cfg.name in failed:
                 continue
-            save = tmp / f"{name}.{rt}.npz" if r == 0 else None
-            res = run_process(py, rt, pte, args, save, env)
+            py = args.ref if cfg.is_ref else args.py
+            save = tmp / f"{name}.{cfg.name}.npz" if r == 0 else None
+            res = run_process(py, cfg, pte, args, save, env)
+            why = engine_mismatch(cfg, res)
+            if why:
+                res = {"runtime": cfg.runtime, "error_type": "EngineUnavailable", "error": why,
+                       "engines": res.get("engines")}
             res["round"] = r
-            per[rt].append(res)
+            per[cfg.name].append(res)
             if "error_type" in res:
-                failed.add(rt)  # deterministic failures (missing delegate/operator): do not retry
-                log(f"  round {r + 1} {rt:10s} {res['error_type']}: {res['error'][:160]}")
+                failed.add(cfg.name)  # deterministic failures (missing delegate/operator/engine): do not retry
+                log(f"  round {r + 1} {cfg.name:10s} {res['error_type']}: {res['error'][:160]}")
             else:
-                log(f"  round {r + 1} {rt:10s} median {fmt_t(res['median_s']):>10s}  p90 {fmt_t(res['p90_s']):>10s}"
-                    f"  first {fmt_t(res['first_call_s']):>10s}  load {fmt_t(res['load_s']):>10s}  import "
-                    f"{fmt_t(res['import_s']):>9s}  rss {fmt_mb(res['peak_rss_mb']):>7s}  ({res['calls']} calls)")
-        if r == 0 and len(runtimes) == 2 and not failed:
-            err = compare_outputs(tmp / f"{name}.pterun.npz", tmp / f"{name}.executorch.npz")
-        if len(failed) == len(runtimes):
+                log(f"  round {r + 1} {cfg.name:10s} median {fmt_t(res['median_s']):>10s}  p90 "
+                    f"{fmt_t(res['p90_s']):>10s}  first {fmt_t(res['first_call_s']):>10s}  load "
+                    f"{fmt_t(res['load_s']):>10s}  import {fmt_t(res['import_s']):>9s}  rss "
+                    f"{fmt_mb(res['peak_rss_mb']):>7s}  ({res['calls']} calls)")
+        if len(failed) == len(run):
             break
         if time.perf_counter() - t_start > args.model_budget and r + 1 < args.rounds:
             log(f"  (stopping after {r + 1} round(s): the model's time budget of {args.model_budget:.0f} s is spent)")
             break
+    errs = {}
+    for cfg in run:
+        ref = pair_of(cfg, run)
+        if ref is None:
+            continue
+        a, b = tmp / f"{name}.{cfg.name}.npz", tmp / f"{name}.{ref.name}.npz"
+        if a.exists() and b.exists():
+            errs[cfg.name] = compare_outputs(a, b)
     row = {"model": name, "pte": str(pte.relative_to(REPO)) if pte.is_relative_to(REPO) else str(pte),
-           "pterun": aggregate(per["pterun"]), "pterun_error": error_label(per["pterun"]),
-           "reference": aggregate(per["executorch"]) if args.ref else None,
-           "reference_error": error_label(per["executorch"]) if args.ref else None,
-           "max_rel_err": err, "raw": per, "seconds": time.perf_counter() - t_start}
+           "xnnpack": xnn, "configs": [c.name for c in run],
+           "agg": {c.name: aggregate(per[c.name]) for c in run},
+           "errors": {c.name: error_label(per[c.name]) for c in run},
+           "max_rel_err": errs, "raw": per, "seconds": time.perf_counter() - t_start}
     finish_row(row)
     return row
 
@@ -256,16 +391,19 @@ RATIO_KEYS = ("median_s", "p90_s", "first_call_s", "load_s", "import_s", "peak_r
 
 
 def finish_row(row) -> None:
-    """Ratios (paired by round) and targets of a row whose ``raw`` results are in place."""
-    row["ratios"] = paired_ratios(row["raw"])
-    row["targets"] = model_targets(row)
+    """Ratios (paired by round, against each configuration's reference) and targets of a row."""
+    configs = [parse_config(n) for n in row["configs"]]
+    row["pairs"] = {c.name: (pair_of(c, configs).name if pair_of(c, configs) else None) for c in configs}
+    row["ratios"] = {c: paired_ratios(row["raw"].get(c, []), row["raw"].get(p, [])) for c, p in row["pairs"].items()
+                     if p}
+    row["targets"] = {c: model_targets(row, c) for c in row["pairs"] if not parse_config(c).is_ref}
 
 
-def paired_ratios(raw: dict) -> dict:
+def paired_ratios(pt_raw: list[dict], ref_raw: list[dict]) -> dict:
     """pterun/reference ratio of each key: the median over rounds of the ratio within a round (both processes
-    ran back to back, so they saw about the same machine load); without such pairs, None."""
-    pts = {r["round"]: r for r in raw.get("pterun", []) if "error_type" not in r}
-    refs = {r["round"]: r for r in raw.get("executorch", []) if "error_type" not in r}
+    ran in the same round, so they saw about the same machine load); without such pairs, None."""
+    pts = {r["round"]: r for r in pt_raw if "error_type" not in r}
+    refs = {r["round"]: r for r in ref_raw if "error_type" not in r}
     out = {}
     for k in RATIO_KEYS:
         rs = [ratio(pts[n].get(k), refs[n].get(k)) for n in sorted(pts) if n in refs]
@@ -277,16 +415,21 @@ def paired_ratios(raw: dict) -> dict:
 # --- targets ----------------------------------------------------------------------------------------------
 
 
-def model_targets(row) -> list[dict]:
-    """[{target, measured, met}] of the targets that apply to one model (met None: not measurable)."""
-    name, pt, rat = row["model"], row["pterun"], row["ratios"]
+def model_targets(row, cfg: str) -> list[dict]:
+    """[{target, measured, met}] of the targets that apply to one model in one pterun configuration."""
+    name, pt, rat = row["model"], row["agg"].get(cfg), row["ratios"].get(cfg, {})
+    err = row["errors"].get(cfg)
     out = []
     if name in RATIO_TARGETS:
         lim = RATIO_TARGETS[name]
-        r = rat["median_s"]
+        r = rat.get("median_s")
         txt = f"median ≤ {lim:g}× ref" if lim >= 1 else f"≥ {1 / lim:.0f}× faster than ref"
-        out.append({"target": txt,
-                    "measured": fmt_ratio(r) if r is not None else (row.get("pterun_error") or "n/a"),
+        out.append({"target": txt, "measured": fmt_ratio(r) if r is not None else (err or "n/a"),
+                    "met": None if r is None else r <= lim})
+    if name in LOAD_RATIO_TARGETS:
+        lim = LOAD_RATIO_TARGETS[name]
+        r = rat.get("load_s")
+        out.append({"target": f"load ≤ {lim:g}× ref", "measured": fmt_ratio(r) if r is not None else (err or "n/a"),
                     "met": None if r is None else r <= lim})
     if name in LOAD_TARGETS and pt:
         lim = LOAD_TARGETS[name]
@@ -294,9 +437,8 @@ def model_targets(row) -> list[dict]:
                     "met": pt["load_s"] <= lim})
     if name in RSS_TARGETS:
         lim = RSS_TARGETS[name]
-        r = rat["peak_rss_mb"]
-        out.append({"target": f"peak RSS ≤ {lim:g}× ref",
-                    "measured": fmt_ratio(r) if r is not None else (row.get("pterun_error") or "n/a"),
+        r = rat.get("peak_rss_mb")
+        out.append({"target": f"peak RSS ≤ {lim:g}× ref", "measured": fmt_ratio(r) if r is not None else (err or "n/a"),
                     "met": None if r is None else r <= lim})
     if name in SMALL_PROGRAMS and pt and pt.get("instructions") is not None:
         # the program's own instruction count, as ExecuTorch runs it: folding some at load is pterun's gain
@@ -304,20 +446,27 @@ def model_targets(row) -> list[dict]:
         lim = SMALL_FIXED_S + SMALL_PER_INSTR_S * n
         out.append({"target": f"median ≤ 20 µs + 2 µs × {n} = {fmt_t(lim)}", "measured": fmt_t(pt["median_s"]),
                     "met": pt["median_s"] <= lim})
-    if not out and row.get("pterun_error") and (name in RATIO_TARGETS or name in RSS_TARGETS or
-                                                  name in LOAD_TARGETS):
-        out.append({"target": "targets", "measured": row["pterun_error"], "met": None})
     return out
 
 
-def global_targets(rows: list[dict], ref_used: bool) -> tuple[list[dict], dict]:
+def _pt_configs(rows, order=()) -> list[str]:
+    seen = [c for c in order if not parse_config(c).is_ref]
+    for row in rows:
+        for c in row["configs"]:
+            if not parse_config(c).is_ref and c not in seen:
+                seen.append(c)
+    return seen
+
+
+def global_targets(rows: list[dict]) -> tuple[list[dict], dict]:
     out, extra = [], {}
-    pt_imports = [r["import_s"] for row in rows for r in row["raw"]["pterun"] if "import_s" in r]
-    ref_imports = [r["import_s"] for row in rows for r in row["raw"].get("executorch", []) if "import_s" in r]
-    pi = med(pt_imports)
-    ri = med(ref_imports)
+    pt_imports = [r["import_s"] for row in rows for c, rs in row["raw"].items() if not parse_config(c).is_ref
+                  for r in rs if "import_s" in r]
+    ref_imports = [r["import_s"] for row in rows for c, rs in row["raw"].items() if parse_config(c).is_ref
+                   for r in rs if "import_s" in r]
+    pi, ri = med(pt_imports), med(ref_imports)
     if pi is not None:
-        out.append({"target": "`import pterun` ≤ 0.25 s", "measured": f"{fmt_t(pi)} (median of "
+        out.append({"target": f"`import pterun` ≤ {IMPORT_TARGET_S:g} s", "measured": f"{fmt_t(pi)} (median of "
                     f"{len(pt_imports)} processes)", "met": pi <= IMPORT_TARGET_S})
     if pi is not None and ri is not None:
         r = pi / ri
@@ -326,25 +475,26 @@ def global_targets(rows: list[dict], ref_used: bool) -> tuple[list[dict], dict]:
     extra["import_pterun_s"], extra["import_reference_s"] = pi, ri
     by = {row["model"]: row for row in rows}
     few, many = by.get("few_ops_portable"), by.get("many_ops_portable")
-    if few and many and few["pterun"] and many["pterun"]:
-        n1, t1 = few["pterun"]["instructions"], few["pterun"]["median_s"]
-        n2, t2 = many["pterun"]["instructions"], many["pterun"]["median_s"]
-        if n2 != n1:
-            slope = (t2 - t1) / (n2 - n1)
-            fixed = t1 - slope * n1
-            extra.update(per_call_fixed_s=fixed, per_instruction_s=slope)
-            out.append({"target": "per-call fixed overhead ≤ 20 µs (fit of few_ops/many_ops)",
+    if few and many:
+        fits = {}
+        for c in few["configs"]:
+            a, b = few["agg"].get(c), many["agg"].get(c)
+            if not a or not b or a.get("median_s") is None or b.get("median_s") is None:
+                continue
+            n1 = a.get("instructions") or a.get("plan_instructions") or 4
+            n2 = b.get("instructions") or b.get("plan_instructions") or 300
+            if n2 != n1:
+                slope = (b["median_s"] - a["median_s"]) / (n2 - n1)
+                fits[c] = (a["median_s"] - slope * n1, slope)
+        extra["per_call_fit"] = fits
+        for c, (fixed, slope) in fits.items():
+            if parse_config(c).is_ref:
+                continue
+            out.append({"target": f"{c}: per-call fixed overhead ≤ 20 µs (fit of few_ops/many_ops)",
                         "measured": fmt_t(fixed) if fixed >= 0 else f"≈ 0 (fit: −{fmt_t(-fixed)}, within noise)",
                         "met": fixed <= SMALL_FIXED_S})
-            out.append({"target": "per-instruction overhead ≤ 2 µs (fit of few_ops/many_ops)",
+            out.append({"target": f"{c}: per-instruction overhead ≤ 2 µs (fit of few_ops/many_ops)",
                         "measured": fmt_t(slope), "met": slope <= SMALL_PER_INSTR_S})
-            if few["reference"] and many["reference"]:
-                rs = (many["reference"]["median_s"] - few["reference"]["median_s"]) / (n2 - n1)
-                extra.update(reference_per_call_fixed_s=few["reference"]["median_s"] - rs * n1,
-                             reference_per_instruction_s=rs)
-    for row in rows:
-        for t in row["targets"]:
-            out.append({"target": f"{row['model']}: {t['target']}", "measured": t["measured"], "met": t["met"]})
     return out, extra
 
 
@@ -357,67 +507,99 @@ def met_mark(m) -> str:
 
 def results_markdown(rows, gtargets, extra, meta) -> str:
     L = []
-    L.append(f"Measured {meta['date']} on {meta['machine']}; commit {meta['commit']}; load average "
-             f"{meta['loadavg_start']} at start, {meta['loadavg_end']} at end. Command: `{meta['command']}`")
+    L.append(f"Measured {meta['date']} on {meta['machine']}; CPU: {meta.get('cpu', '?')}; commit {meta['commit']}; "
+             f"load average {meta['loadavg_start']} at start, {meta['loadavg_end']} at end. "
+             f"Command: `{meta['command']}`")
     L.append("")
-    ref = meta["reference"]
-    head = ["model", "instr", "pterun median", "pterun p90"]
-    if ref:
-        head += ["ref median", "ref p90", "**ratio** (median)"]
-    head += ["pterun first call"] + (["ref first call"] if ref else []) + ["pterun load"] + \
-        (["ref load"] if ref else []) + ["pterun import"] + (["ref import"] if ref else []) + \
-        ["pterun peak RSS"] + (["ref peak RSS", "RSS ratio", "max rel err"] if ref else []) + \
-        ["rounds", "targets"]
-    L.append("| " + " | ".join(head) + " |")
-    L.append("|" + "|".join("---" if i == 0 or h == "targets" else "---:" for i, h in enumerate(head)) + "|")
+    configs = list(meta.get("configs") or [])
     for row in rows:
-        pt, rf = row["pterun"], row["reference"]
-        na = row["pterun_error"] or "—"
-        rna = row["reference_error"] or "—"
-
-        def P(k, f=fmt_t):  # the error label goes in the first pterun column only
-            return f(pt[k]) if pt else (na if k == "median_s" else "—")
-
-        def R(k, f=fmt_t):
-            return f(rf[k]) if rf else (rna if k == "median_s" else "—")
-
-        cells = [f"`{row['model']}`", _instr_cell(pt), P("median_s"), P("p90_s")]
-        if ref:
-            cells += [R("median_s"), R("p90_s"), f"**{fmt_ratio(row['ratios']['median_s'])}**"]
-        cells += [P("first_call_s")] + ([R("first_call_s")] if ref else []) + [P("load_s")] + \
-            ([R("load_s")] if ref else []) + [P("import_s")] + ([R("import_s")] if ref else []) + \
-            [P("peak_rss_mb", fmt_mb)]
-        if ref:
-            cells += [R("peak_rss_mb", fmt_mb), fmt_ratio(row["ratios"]["peak_rss_mb"]), fmt_err(row["max_rel_err"])]
-        rounds = "/".join(str(x["rounds"]) for x in (pt, rf) if x) or "0"
-        cells += [rounds, "; ".join(f"{t['target']}: {t['measured']} {met_mark(t['met'])}" for t in row["targets"])
-                  or ""]
+        configs += [c for c in row["configs"] if c not in configs]
+    pts = _pt_configs(rows, configs)
+    L.append("Configurations: " + "; ".join(f"`{c}` = {describe_config(parse_config(c))}" for c in configs) + ".")
+    L.append("")
+    # 1. the overview: median latency per configuration, with the ratio to the paired reference
+    L.append("| model | instr | " + " | ".join(f"`{c}`" for c in configs) + " |")
+    L.append("|---|---:|" + "---:|" * len(configs))
+    for row in rows:
+        cells = [f"`{row['model']}`", _instr_cell(next((row["agg"][c] for c in pts if row["agg"].get(c)), None))]
+        for c in configs:
+            if c not in row["configs"]:
+                cells.append("(no delegate)" if parse_config(c).engine == "litert" else "—")
+                continue
+            a = row["agg"].get(c)
+            if not a:
+                cells.append(row["errors"].get(c) or "—")
+                continue
+            r = row["ratios"].get(c, {}).get("median_s")
+            cells.append(fmt_t(a["median_s"]) + (f" (**{fmt_ratio(r)}**)" if r is not None else ""))
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
+    L.append("Cells: median latency of one `execute`; in parentheses pterun / ExecuTorch at the same thread count "
+             "(`defaults` against ExecuTorch's own default, all cores), the median over rounds of the ratio within "
+             "a round. `(no delegate)`: the program has no XNNPACK delegate, so the engine does not apply.")
+    L.append("")
+    # 2. every number, one line per (model, configuration)
+    head = ["model", "config", "engine", "threads", "median", "p90", "**ratio**", "first call", "load", "load ratio",
+            "import", "peak RSS", "RSS ratio", "max rel err", "rounds"]
+    L.append("| " + " | ".join(head) + " |")
+    L.append("|---|---|---|---:|" + "---:|" * (len(head) - 4))
+    for row in rows:
+        for c in row["configs"]:
+            a, rat = row["agg"].get(c), row["ratios"].get(c, {})
+            cfg = parse_config(c)
+            if not a:
+                L.append(f"| `{row['model']}` | `{c}` | {row['errors'].get(c) or '—'} |" + " |" * (len(head) - 3))
+                continue
+            eng = "ExecuTorch" if cfg.is_ref else (", ".join(sorted(set(a["engines"]))) if a.get("engines") else
+                                                    ("—" if a.get("engines") == [] else "numpy (only engine)"))
+            thr = a.get("threads") if a.get("threads") is not None else (cfg.threads or "default")
+            err = row["max_rel_err"].get(c)
+            cells = [f"`{row['model']}`", f"`{c}`", eng, str(thr), fmt_t(a["median_s"]), fmt_t(a["p90_s"]),
+                     f"**{fmt_ratio(rat.get('median_s'))}**" if rat else "(ref)", fmt_t(a["first_call_s"]),
+                     fmt_t(a["load_s"]), fmt_ratio(rat.get("load_s")) if rat else "—", fmt_t(a["import_s"]),
+                     fmt_mb(a["peak_rss_mb"]), fmt_ratio(rat.get("peak_rss_mb")) if rat else "—",
+                     fmt_err(err) if rat else "—", str(a["rounds"])]
+            L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    # 3. targets: one column per pterun configuration
+    trows = {}
+    for row in rows:
+        for c, ts in row.get("targets", {}).items():
+            for t in ts:
+                trows.setdefault(f"{row['model']}: {t['target']}", {})[c] = t
+    if trows or gtargets:
+        L.append("| target | " + " | ".join(f"`{c}`" for c in pts) + " |")
+        L.append("|---|" + "---|" * len(pts))
+        for label, per in trows.items():
+            L.append(f"| {label} | " + " | ".join(f"{per[c]['measured']} {met_mark(per[c]['met'])}" if c in per else ""
+                                                  for c in pts) + " |")
+        L.append("")
     if gtargets:
         L.append("| target | measured | met? |")
         L.append("|---|---|---|")
         for t in gtargets:
             L.append(f"| {t['target']} | {t['measured']} | {met_mark(t['met'])} |")
         L.append("")
-    if "per_call_fixed_s" in extra:
-        s = (f"Per-call cost fit (median = fixed + per-instruction × instructions, from `few_ops_portable` and "
-             f"`many_ops_portable`): pterun {fmt_t(extra['per_call_fixed_s'])} + {fmt_t(extra['per_instruction_s'])}"
-             f" per instruction")
-        if "reference_per_instruction_s" in extra:
-            s += (f"; reference {fmt_t(extra['reference_per_call_fixed_s'])} + "
-                  f"{fmt_t(extra['reference_per_instruction_s'])} per instruction")
-        L.append(s + ".")
+    fits = extra.get("per_call_fit") or {}
+    if fits:
+        L.append("Per-call cost fit (median = fixed + per-instruction × instructions, from `few_ops_portable` and "
+                 "`many_ops_portable`): " + "; ".join(f"`{c}` {fmt_t(f)} + {fmt_t(s)} per instruction"
+                                                      for c, (f, s) in fits.items()) + ".")
         L.append("")
-    if ref:
-        L.append("Ratios are pterun / reference (below 1: pterun is faster or smaller): the median over rounds of "
-                 "the ratio within a round (the two processes of a round run back to back). Other numbers are the "
-                 "median over rounds of one fresh process's own measurement. `max rel err` compares the first "
-                 "round's outputs (max |pterun − ref| / max |ref|, ✗ above 1e-3).")
-    else:
-        L.append("pterun alone (no reference venv): each number is the median over rounds of one fresh process's "
-                 "own measurement.")
+    L.append("Ratios are pterun / ExecuTorch (below 1: pterun is faster or smaller), paired by round. Other numbers "
+             "are the median over rounds of one fresh process's own measurement. `max rel err` compares the first "
+             "round's outputs with the paired reference's (max |pterun − ref| / max |ref|, ✗ above 1e-3). "
+             "`engine`: what pterun reported running the XNNPACK delegates on.")
     return "\n".join(L)
+
+
+def describe_config(cfg: Config) -> str:
+    if cfg.name == "defaults":
+        return "pterun with no thread or engine setting (what a user gets out of the box)"
+    if cfg.is_ref:
+        return ("ExecuTorch 1.5.1 as it comes" if cfg.threads is None else
+                f"ExecuTorch, threadpool of {cfg.threads}")
+    return f"pterun, `PTERUN_ENGINE={cfg.engine} PTERUN_NUM_THREADS={cfg.threads}`"
 
 
 def write_chart(rows, path: Path, log) -> bool:
@@ -429,27 +611,26 @@ def write_chart(rows, path: Path, log) -> bool:
         log(f"(matplotlib is not importable by {sys.executable}: skipping {path.name}; "
             f"`{sys.executable} -m pip install matplotlib` to get the chart)")
         return False
-    data = [(row["model"], row["ratios"]["median_s"]) for row in rows if row["ratios"]["median_s"]]
+    pts = _pt_configs(rows)
+    data = [row for row in rows if any(row["ratios"].get(c, {}).get("median_s") for c in pts)]
     if not data:
         log("(no model ran in both runtimes: no ratio chart)")
         return False
-    names = [d[0] for d in data]
-    vals = [d[1] for d in data]
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.75 * len(data) + 2), 4.8))
-    colors = []
-    for n, v in data:
-        lim = RATIO_TARGETS.get(n, 1.0)
-        colors.append("#3a923a" if v <= lim else "#d9822b")
+    names = [row["model"] for row in data]
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.3 * len(data) * len(pts) + 2), 4.8))
+    width = 0.8 / max(len(pts), 1)
     x = np.arange(len(data))
-    ax.bar(x, vals, color=colors)
+    vals_all = []
+    for k, c in enumerate(pts):
+        vals = [row["ratios"].get(c, {}).get("median_s") or np.nan for row in data]
+        vals_all += [v for v in vals if not np.isnan(v)]
+        ax.bar(x + (k - (len(pts) - 1) / 2) * width, vals, width, label=c)
     ax.axhline(1.0, color="black", lw=1)
     for i, n in enumerate(names):
         if n in RATIO_TARGETS:
             ax.plot([i - 0.4, i + 0.4], [RATIO_TARGETS[n]] * 2, color="red", lw=2)
-    for i, v in enumerate(vals):
-        ax.text(i, v, f"{v:.3g}×", ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
-    span = vals + [RATIO_TARGETS[n] for n in names if n in RATIO_TARGETS] + [1.0]
+    span = vals_all + [RATIO_TARGETS[n] for n in names if n in RATIO_TARGETS] + [1.0]
     lo, hi = 10 ** math.floor(math.log10(min(span) / 1.5)), 10 ** math.ceil(math.log10(max(span) * 1.5))
     ax.set_ylim(lo, hi)
     ticks = [10.0 ** k for k in range(int(round(math.log10(lo))), int(round(math.log10(hi))) + 1)]
@@ -458,9 +639,10 @@ def write_chart(rows, path: Path, log) -> bool:
     ax.minorticks_off()
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
-    ax.set_ylabel("median latency: pterun / reference")
-    ax.set_title("pterun vs ExecuTorch runtime, same .pte (below 1 = pterun faster)\n"
-                 "green: target met or faster; orange: missed; red line: target", fontsize=10)
+    ax.set_ylabel("median latency: pterun / ExecuTorch")
+    ax.set_title("pterun vs ExecuTorch, same .pte, same thread count (below 1 = pterun faster); red: target",
+                 fontsize=10)
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -516,10 +698,11 @@ def main(argv=None) -> int:
     ap.add_argument("--model-budget", type=float, default=120.0,
                     help="seconds per model after which no further round starts (default 120)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a process is abandoned")
-    ap.add_argument("--threads", type=int, default=0, help="N threads for both runtimes: sets OMP/OPENBLAS/"
-                    "MKL_NUM_THREADS=N in both runtimes' processes and PTERUN_NUM_THREADS=N in pterun's (pterun "
-                    "then computes on N threads of its own, holding BLAS at one thread per pterun thread); "
-                    "default: leave the environment alone")
+    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="CONFIG",
+                    help="the configurations to run side by side (default: %(default)s): 'defaults' (pterun with no "
+                    "thread or engine setting), ENGINE-Nt (PTERUN_ENGINE=ENGINE PTERUN_NUM_THREADS=N; ENGINE in "
+                    "numpy, litert, auto), ref-Nt (ExecuTorch with an N-thread threadpool), 'ref' (ExecuTorch as it "
+                    "comes). Every process starts with the thread and engine variables removed from the environment")
     ap.add_argument("--profile", action="store_true", help="also profile pterun per operator (OUT/profile.md)")
     ap.add_argument("--no-export", action="store_true", help="do not export missing models")
     ap.add_argument("--live-src", action="store_true", help="import pterun from src/ as it is when each process "
@@ -534,7 +717,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         return rerender(args)
+    try:
+        configs = [parse_config(c) for c in dict.fromkeys(args.configs)]
+    except ValueError as e:
+        ap.error(str(e))
     args.ref = resolve_ref(args.ref)
+    if not args.ref:
+        configs = [c for c in configs if not c.is_ref]
     models = all_models()
     if args.list:
         for n, (p, kind) in models.items():
@@ -565,9 +754,6 @@ def main(argv=None) -> int:
 
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
-    if args.threads:
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env[k] = str(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"date": _dt.datetime.now().strftime("%Y-%m-%d %H:%M"),
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
@@ -576,10 +762,10 @@ def main(argv=None) -> int:
             "command": "python bench/bench.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                     else sys.argv[1:])),
             "reference": args.ref, "pterun_python": args.py, "rounds": args.rounds, "budget_s": args.budget,
-            "threads": args.threads or "default",
+            "configs": [c.name for c in configs], "cpu": cpu_model(),
             "pterun_src": "live src/" if args.live_src else "byte-compiled copy of src/ taken at start"}
     log(f"pterun: {args.py}; reference: {args.ref or 'none (pterun alone)'}; {len(wanted)} models, "
-        f"{args.rounds} rounds")
+        f"{args.rounds} rounds; configurations {', '.join(c.name for c in configs)}; CPU {meta['cpu']}")
     rows = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pterun-bench-") as td:
@@ -596,7 +782,7 @@ def main(argv=None) -> int:
                 log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
         for n in wanted:
             log(f"[{n}] {models[n][0].relative_to(REPO)}")
-            rows.append(bench_model(n, models[n][0], args, env, Path(td), log))
+            rows.append(bench_model(n, models[n][0], configs, args, env, Path(td), log))
         run_rest(rows, models, args, env, meta, t0, log)
     return 0
 
@@ -604,10 +790,10 @@ def main(argv=None) -> int:
 def rerender(args) -> int:
     data = json.loads(args.report.read_text())
     rows, meta = data["rows"], data["meta"]
+    if rows and "configs" not in rows[0]:
+        raise SystemExit(f"{args.report}: written by the bench before configurations (pterun vs reference "
+                         f"only); re-run the bench")
     for row in rows:
-        pt, raw = row.get("pterun"), (row.get("raw") or {}).get("pterun") or []
-        if pt and "plan_instructions" not in pt:  # a run from before the aggregate kept it
-            pt["plan_instructions"] = next((r["plan_instructions"] for r in raw if "plan_instructions" in r), None)
         finish_row(row)
     args.out.mkdir(parents=True, exist_ok=True)
     md = write_reports(rows, meta, args, print)
@@ -617,7 +803,7 @@ def rerender(args) -> int:
 
 
 def write_reports(rows, meta, args, log) -> str:
-    gt, extra = global_targets(rows, bool(meta.get("reference")))
+    gt, extra = global_targets(rows)
     md = results_markdown(rows, gt, extra, meta)
     print()
     print(md)
@@ -650,14 +836,17 @@ def run_rest(rows, models, args, env, meta, t0, log) -> None:
     if args.profile:
         sections = []
         for row in rows:
-            if not row["pterun"]:
-                continue
-            pte = models[row["model"]][0]
-            res = run_process(args.py, "pterun", pte, args, None, env, profile=True)
-            if "profile" in res:
-                sec = profile_section(row["model"], res["profile"])
-                sections.append(sec)
-                print("\n" + sec, flush=True)
+            for c in row["configs"]:
+                cfg = parse_config(c)
+                # one profile per engine on one thread: where the time goes, delegates and the steps between
+                if cfg.is_ref or cfg.threads != 1 or not row["agg"].get(c):
+                    continue
+                pte = models[row["model"]][0]
+                res = run_process(args.py, cfg, pte, args, None, env, profile=True)
+                if "profile" in res:
+                    sec = profile_section(f"{row['model']} ({c})", res["profile"])
+                    sections.append(sec)
+                    print("\n" + sec, flush=True)
         (args.out / "profile.md").write_text("# pterun per-operator profile\n\n" + "\n\n".join(sections) + "\n")
         log(f"\nwrote {args.out / 'profile.md'}")
 

@@ -33,6 +33,7 @@ The result is printed as one line ``@@BENCH@@ {json}``. A failure (for example a
 pterun does not have) is reported in that line as ``error_type`` / ``error`` and the exit status is still 0.
 """
 
+import re
 import sys
 import time
 
@@ -69,6 +70,12 @@ def _timed_import():
         import executorch.runtime  # noqa: F401
         dt = time.perf_counter() - t0
         from executorch.runtime import Runtime
+        import os
+        if os.environ.get("BENCH_REF_THREADS"):
+            # ExecuTorch's threadpool (shared by XNNPACK and its optimized kernels) is sized from the cores at
+            # start; resize it once, before anything runs (resizing twice in one process has hung)
+            from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+            _unsafe_reset_threadpool(int(os.environ["BENCH_REF_THREADS"]))
         return runtime, dt, Runtime
     print(f"run_one.py: --runtime must be 'pterun' or 'executorch', got {runtime!r}", file=sys.stderr)
     sys.exit(2)
@@ -155,6 +162,34 @@ def to_numpy_outputs(outs) -> dict:
     return res
 
 
+def ref_threads():
+    try:
+        from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
+        return int(_threadpool_get_thread_count())
+    except Exception:
+        return None
+
+
+def delegate_calls(method):
+    """How many delegate calls one execute makes (pterun), or None."""
+    runner = getattr(method, "_runner", None)
+    if runner is None:
+        return None
+    return sum(1 for c in runner.chains for name, *_ in c[2] if str(name).startswith("delegate "))
+
+
+def pterun_engines(program, method):
+    """The engine each XNNPACK delegate call of a loaded pterun method runs on, as pterun reports it
+    (``Method.delegates``): [] when the method has no delegate, None when this pterun does not report engines
+    (it predates engine selection: NumPy is then its only engine)."""
+    if not delegate_calls(method):
+        return []
+    infos = getattr(method, "delegates", None)
+    if infos is None:
+        return None
+    return [str(d.engine) for d in infos if d.engine is not None]
+
+
 def count_instructions(method):
     """(executed steps, plan instructions) of a loaded pterun method, or (None, None)."""
     runner = getattr(method, "_runner", None)
@@ -165,6 +200,20 @@ def count_instructions(method):
 
     plan = sum(1 for c in runner.plan.chains for kind, *_ in c if kind != FREE_CALL)
     return steps, plan
+
+
+def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
+    """Inputs of one decode step of an exported LLM (``tokens`` int64[1, T<=max], ``input_pos`` int64[1]):
+    token ids [1, 1] at position ``pos``; the KV cache is first filled by a prefill of ``pos`` tokens, so the
+    step attends to a realistic context."""
+    if len(raw) != 2 or raw[0][0] != 4 or raw[1][0] != 4:
+        raise NotImplementedError(f"--llm-decode needs (tokens int64, input_pos int64) inputs, got "
+                                  f"{[(st, a.shape) for st, a in raw]}")
+    rng = np.random.default_rng(0)
+    prefill = [(4, rng.integers(1, 200, (1, pos)).astype(np.int64)), (4, np.zeros(1, np.int64))]
+    if pos > 0:
+        method.execute(convert_inputs(prefill, runtime, meta))
+    return [(4, np.array([[7]], np.int64)), (4, np.array([pos], np.int64))]
 
 
 # --- profiler (pterun only) -------------------------------------------------------------------------------
@@ -246,12 +295,91 @@ def _describe_arg(runner, a):
     return type(v).__name__
 
 
+#: operators a TFLite graph can express (views, elementwise, reductions/norms, softmax, concatenation), and the
+#: scalar shape plumbing of dynamic-shape programs (a fixed-shape graph has them as constants): an instruction
+#: outside these (llama:: KV-cache and SDPA kernels, embedding, index, ...) keeps the delegates around it apart
+_MERGEABLE = re.compile(
+    r"^(aten::(view|_unsafe_view|view_copy|squeeze_copy|unsqueeze_copy|reshape|permute_copy|transpose_copy|t_copy|"
+    r"expand_copy|clone|alias_copy|_to_copy|slice_copy|select_copy|cat|add|sub|mul|div|rsqrt|sqrt|neg|exp|pow|"
+    r"mean|sum|amax|native_layer_norm|layer_norm|sigmoid|silu|gelu|tanh|relu|hardtanh|clamp|where|eq|ne|lt|le|gt|"
+    r"ge|logical_not|logical_and|any|full|full_like|_softmax|softmax|minimum|maximum|abs|sym_size|"
+    r"_local_scalar_dense)\b|executorch_prim::|MoveCall$|FreeCall$)")
+
+
+def mergeable(op: str) -> bool:
+    return bool(_MERGEABLE.match(str(op)))
+
+
+def boundaries(prof: Profile, runs: int) -> dict:
+    """Delegate calls in program order and what runs between them (for merging neighbouring delegate graphs).
+
+    Per run: ``delegate_calls`` and their time; ``gaps`` = places where one delegate call follows another in
+    the same chain, ``gaps_with_work`` those with at least one instruction between them, ``gaps_mergeable``
+    those whose instructions are all ops a TFLite graph can express (:data:`_MERGEABLE`: each such gap is a
+    boundary a merged LiteRT graph would remove) with ``mergeable_s`` their time; the time of all
+    instructions in gaps (``between_s``) and before the first / after the last delegate (``edges_s``), and
+    the operators found in the gaps ([name, calls, seconds, mergeable] per run)."""
+    by_chain = {}
+    for ci, pc, name, _args, rec in prof.by_instr:
+        by_chain.setdefault(ci, []).append((pc, name, rec))
+    out = {"delegate_calls": 0.0, "delegate_s": 0.0, "gaps": 0, "gaps_with_work": 0, "gaps_mergeable": 0,
+           "mergeable_s": 0.0, "between_s": 0.0, "between_instructions": 0.0, "edges_s": 0.0, "gap_ops": {}}
+    for steps in by_chain.values():
+        steps.sort(key=lambda r: r[0])
+        dpos = [i for i, (_, name, _) in enumerate(steps) if str(name).startswith("delegate ")]
+        for i in dpos:
+            out["delegate_calls"] += steps[i][2][1] / runs
+            out["delegate_s"] += steps[i][2][0] / runs
+        inside = set()
+        for a, b in zip(dpos, dpos[1:]):
+            out["gaps"] += 1
+            gap = steps[a + 1:b]
+            work = [g for g in gap if g[1] != "FreeCall"]
+            if work:
+                out["gaps_with_work"] += 1
+            t_gap = sum(rec[0] for _, _, rec in gap) / runs
+            if all(mergeable(name) for _, name, _ in gap):
+                out["gaps_mergeable"] += 1
+                out["mergeable_s"] += t_gap
+            for j in range(a + 1, b):
+                inside.add(j)
+                _, name, rec = steps[j]
+                out["between_s"] += rec[0] / runs
+                out["between_instructions"] += rec[1] / runs
+                op = out["gap_ops"].setdefault(name, [0.0, 0.0])
+                op[0] += rec[1] / runs
+                op[1] += rec[0] / runs
+        for j, (_, name, rec) in enumerate(steps):
+            if dpos and j not in inside and not str(name).startswith("delegate "):
+                out["edges_s"] += rec[0] / runs
+    out["gap_ops"] = sorted(([n, c, t, mergeable(n)] for n, (c, t) in out["gap_ops"].items()), key=lambda r: -r[2])
+    return out
+
+
+def format_boundaries(b: dict, wall_s: float) -> str:
+    if not b or not b.get("delegate_calls"):
+        return "No delegate calls."
+    lines = [f"Delegate boundaries: {b['delegate_calls']:g} delegate calls per run taking "
+             f"{b['delegate_s'] * 1e3:.3f} ms; {b['gaps']} gaps between consecutive delegate calls, "
+             f"{b['gaps_with_work']} with instructions in them: {b['between_instructions']:g} instructions taking "
+             f"{b['between_s'] * 1e3:.3f} ms per run ({b['between_s'] / wall_s * 100 if wall_s else 0:.1f}% of the "
+             f"wall); before the first / after the last delegate: {b['edges_s'] * 1e3:.3f} ms. "
+             f"{b['gaps_mergeable']} gaps hold only ops a LiteRT graph can express ({b['mergeable_s'] * 1e3:.3f} ms): "
+             f"merging across them would leave {b['delegate_calls'] - b['gaps_mergeable']:g} delegate calls.", "",
+             "| operator between delegates | calls/run | ms/run | µs/call | expressible |",
+             "|---|---:|---:|---:|---|"]
+    for n, c, t, ok in b["gap_ops"][:20]:
+        lines.append(f"| `{n}` | {c:g} | {t * 1e3:.3f} | {t / c * 1e6 if c else 0:.1f} | {'yes' if ok else 'no'} |")
+    return "\n".join(lines)
+
+
 def profile_report(prof: Profile, wall_per_run: float, top: int = 15) -> dict:
     runs = max(prof.runs, 1)
     ops = sorted(((n, t / runs, c / runs) for n, (t, c) in prof.by_op.items()), key=lambda r: -r[1])
     steps_total = sum(t for _, t, _ in ops)
     instrs = sorted(prof.by_instr, key=lambda r: -r[4][0])[:top]
     return {
+        "boundaries": boundaries(prof, runs),
         "runs": prof.runs,
         "wall_per_run_s": wall_per_run,
         "steps_total_per_run_s": steps_total,
@@ -285,6 +413,9 @@ def format_profile(rep: dict, title: str = "", top: int = 15) -> str:
         rest = sum(r["per_run_s"] for r in rep["ops"][top:])
         lines.append(f"| ({len(rep['ops']) - top} more) | | {rest * 1e3:.3f} | | |")
     lines.append("")
+    if rep.get("boundaries", {}).get("delegate_calls"):
+        lines.append(format_boundaries(rep["boundaries"], rep["wall_per_run_s"]))
+        lines.append("")
     lines.append("Slowest instructions:")
     lines.append("")
     lines.append("| chain:pc | operator | ms/run | arguments |")
@@ -314,6 +445,9 @@ def parse_args(argv=None):
     ap.add_argument("--min-calls-slow", type=int, default=2, help="... once it has made this many (default 2)")
     ap.add_argument("--save-outputs", default="", help="write the first call's outputs to this .npz")
     ap.add_argument("--profile", action="store_true", help="pterun only: per-operator time breakdown")
+    ap.add_argument("--llm-decode", type=int, metavar="POS", default=None,
+                    help="an exported LLM (tokens, input_pos): time decode steps, one token at position POS, "
+                    "after a prefill of POS tokens")
     ap.add_argument("--top", type=int, default=15, help="rows of the --profile table")
     ap.add_argument("--quiet", action="store_true", help="print only the JSON line")
     return ap.parse_args(argv)
@@ -345,9 +479,17 @@ def main(argv=None) -> int:
         res["load_s"] = time.perf_counter() - t0
         if RUNTIME == "pterun":
             res["instructions"], res["plan_instructions"] = count_instructions(method)
+            res["delegate_calls"] = delegate_calls(method)
+            res["engines"] = pterun_engines(prog, method)
+            from pterun import threads as _threads
+            res["threads"] = _threads.num_threads()
+        else:
+            res["threads"] = ref_threads()
         stage = "inputs"
         meta = prog.metadata(args.method)
         raw = make_inputs(meta, args.seed)
+        if args.llm_decode is not None:
+            raw = llm_decode_inputs(meta, raw, args.llm_decode, method, RUNTIME)
         res["inputs"] = [f"{_SCALAR_NAME.get(st, st)}{list(a.shape)}" for st, a in raw]
         inputs = convert_inputs(raw, RUNTIME, meta)
         execute = method.execute
