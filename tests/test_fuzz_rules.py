@@ -369,3 +369,27 @@ def test_a_quantization_scale_xnnpack_would_refuse_is_refused_at_load(scale):
     values[vid] = v._replace(quant=v.quant._replace(zero_point=300))
     with pytest.raises(DelegateError, match=rf"value {vid} \(qu?int8 .*\) has zero point 300, outside \["):
         validate(graph._replace(values=values))
+
+
+# -- XNNPACK external values fit the DelegateCall's arguments ----------------------------------------------------
+def test_a_graph_input_larger_than_its_delegate_argument_is_refused_at_load():
+    # a flipped dim of a graph input made LiteRT plan 2 GB for a program whose input holds 64 floats
+    from test_xnnpack import Graph
+    from pterun.delegates.xnnpack import load as load_delegate
+
+    g = Graph()
+    x = g.input([7405576, 8], P.FP32)
+    g.node("Sigmoid", input_id=x, output_id=g.output([7405576, 8], P.FP32))
+    blob, named = g.blob()
+    with pytest.raises(DelegateError, match=r"^XNNPACK payload: value 0 \(fp32 \[7405576, 8\]\) has 59244608 "
+                                            r"elements, but DelegateCall argument 0 holds at most 64$"):
+        load_delegate(blob, named, "auto", ((64, 64),))
+    with pytest.raises(DelegateError, match=r"external value 1, but the DelegateCall passes 1 argument"):
+        load_delegate(blob, named, "numpy", ((59244608,),))
+    assert load_delegate(blob, named, "numpy", ((59244608, 59244608),)).engine == "numpy"
+
+
+def test_the_interpreter_tells_delegates_what_each_argument_holds():
+    method = Runtime.get().load_program(FIXTURES / "xnn_dynamic_reshape.pte").load_method("forward")
+    # a constant 0-d tensor (the graph's scalar), the input [8, 8] and the output [32, 8] (upper bounds)
+    assert method._runner._call_args(0) == ((1, 64, 256),)

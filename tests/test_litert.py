@@ -319,7 +319,7 @@ def test_the_interpreter_gets_pterun_threads(monkeypatch):
     from pterun import threads
 
     monkeypatch.setattr(threads, "_width", 2)
-    blob, named = _elu_graph(1.0).blob()
+    blob, named = _fc_graph(2048, 2048).blob()
     assert load(blob, named, "litert").num_threads == 2
 
 
@@ -514,3 +514,48 @@ def test_a_litert_that_fails_to_import_falls_back():
     assert r.returncode == 0, r.stderr
     assert r.stdout == ("numpy | LiteRT unavailable: ai-edge-litert does not import (OSError: libLiteRt.so: cannot "
                         "open shared object file)\n")
+
+
+# ==============================================================================================================
+# Threads per delegate
+# ==============================================================================================================
+def _fc_graph(k: int, n: int) -> Graph:
+    g = Graph()
+    x = g.input([1, k], P.FP32)
+    w = g.value([n, k], P.FP32, data=np.zeros((n, k), F32))
+    g.node("FullyConnected", input1_id=x, filter_id=w, bias_id=P.INVALID_ID, output_id=g.output([1, n], P.FP32))
+    return g
+
+
+@pytest.fixture
+def two_threads():
+    from pterun.threads import num_threads, set_num_threads
+    before = num_threads()
+    set_num_threads(2)
+    yield
+    set_num_threads(before)
+
+
+@needs_litert
+@pytest.mark.parametrize("k,n,threads", [(64, 64, 1), (1000, 999, 1), (1000, 1000, 2), (2048, 2048, 2)])
+def test_a_delegate_of_small_layers_runs_on_one_thread(two_threads, k, n, threads):
+    # threads.LITERT_MIN_NODE_WORK: 1,000,000 multiply-adds per node on average
+    blob, named = _fc_graph(k, n).blob("named")
+    plan = load(blob, named, "litert")
+    assert (plan.engine, plan.num_threads) == ("litert", threads)
+
+
+@needs_litert
+def test_the_small_transformer_fixture_runs_each_delegate_on_one_thread(two_threads):
+    from pterun.delegates.xnnpack import Graph as TypedGraph, litert_threads
+    method = Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    assert len(method.delegates) == 7 and {d.engine for d in method.delegates} == {"litert"}
+    graphs = []
+    original = TypedGraph.read
+    try:
+        TypedGraph.read = classmethod(lambda cls, blob, named: graphs.append(original(blob, named)) or graphs[-1])
+        Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    finally:
+        TypedGraph.read = original
+    assert len(graphs) == 7 and all(0 < g.work_per_node() < 1_000_000 for g in graphs)
+    assert {litert_threads(g) for g in graphs} == {1}

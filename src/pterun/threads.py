@@ -142,6 +142,11 @@ SPLIT_MACS = 8_000_000
 SPLIT_GEMV = 1_000_000
 SPLIT_TAPS = 3_000_000
 SPLIT_MIN_ROWS = 64
+# An XNNPACK delegate whose nodes average less work than this (multiply-adds of a convolution or matrix product,
+# elements of any other node) runs its LiteRT interpreter on one thread: waking a second thread for each small
+# node costs more than it saves (measured on 2 cores: a small transformer 2.5x and a 24-delegate LLM 1.4x slower
+# on 2 threads than on 1; MobileNetV2 and ResNet18 at 224 and a 130M-parameter Llama faster on 2).
+LITERT_MIN_NODE_WORK = 1_000_000
 
 _width: int | None = None  # threads a split operation may use, the calling thread included; None: not resolved
 _pool: _Pool | None = None

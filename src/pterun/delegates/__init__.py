@@ -30,18 +30,21 @@ class DelegateContext:
     ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
     read-only uint8 array; it raises :class:`~pterun.errors.MethodNotFoundError` for an unknown key.
     ``engine`` is the program's engine choice, ``"auto"``, ``"numpy"`` or ``"litert"`` (backends with a single
-    engine ignore it).
+    engine ignore it). ``call_args`` lists, for each DelegateCall of this delegate, the largest element count
+    each argument can hold (None for an argument that is not a tensor), so a backend can check at load that its
+    graph fits the memory the program gives it.
     """
 
-    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine")
+    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args")
 
     def __init__(self, program_name: str, method_name: str, delegate_index: int,
-                 named_data: Callable[[str], np.ndarray], engine: str = "auto"):
+                 named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = ()):
         self.program_name = program_name
         self.method_name = method_name
         self.delegate_index = delegate_index
         self.named_data = named_data
         self.engine = engine
+        self.call_args = call_args
 
 
 class DelegateInfo(NamedTuple):

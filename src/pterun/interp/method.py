@@ -24,7 +24,7 @@ from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import DelegateError, InvalidProgramError, KernelError, NotSupportedError, OperatorMissingError, \
     PterunError
-from pterun.format.program import DYNAMIC_UNBOUND, INT_LIST, KERNEL_CALL, TENSOR, Plan, ProgramFile
+from pterun.format.program import DELEGATE_CALL, DYNAMIC_UNBOUND, INT_LIST, KERNEL_CALL, TENSOR, Plan, ProgramFile
 from pterun.interp.binding import Binder
 from pterun.interp.fold import Folder
 from pterun.interp.loop import run_chains
@@ -123,7 +123,7 @@ class MethodRunner:
             raise DelegateError(f"{self.where}: delegate {i} needs backend {d.backend_id!r}, which is not "
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
-        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine)
+        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i))
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -131,6 +131,14 @@ class MethodRunner:
         except Exception as e:  # a backend bug must still surface as a pterun error
             raise DelegateError(f"{self.where}: backend {d.backend_id!r} failed to initialise delegate {i}: "
                                 f"{type(e).__name__}: {e}") from e
+
+    def _call_args(self, i: int) -> tuple:
+        """Per DelegateCall of delegate ``i``: each argument's largest element count (None: not a tensor)."""
+        values = self.plan.values
+        return tuple(tuple(values[a][1].numel if 0 <= a < len(values) and values[a][0] == TENSOR else None
+                           for a in ins.args)
+                     for chain in self.plan.chains for ins in chain
+                     if ins.kind == DELEGATE_CALL and ins.delegate_index == i)
 
     # -- run -----------------------------------------------------------------------------------------------
     def set_inputs(self, inputs: list) -> None:

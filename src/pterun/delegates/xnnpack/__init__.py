@@ -19,6 +19,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pterun import threads
@@ -32,13 +34,16 @@ __all__ = ["ENGINES", "Plan", "XnnpackBackend", "engine_for", "load"]
 ENGINES = ("auto", "numpy", "litert")
 
 
-def load(blob: np.ndarray, named_data, engine: str = "auto"):
+def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = ()):
     """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
+    ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values.
 
     Returns the executor: a LiteRT plan, or a NumPy :class:`Plan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
     """
     graph = Graph.read(blob, named_data)
+    for capacities in call_args:
+        _check_external_values(graph, capacities)
     plan, reason = _litert(graph, engine, keep=True)
     if plan is not None:
         return plan
@@ -47,10 +52,30 @@ def load(blob: np.ndarray, named_data, engine: str = "auto"):
     return plan
 
 
+def _check_external_values(graph: Graph, capacities: tuple) -> None:
+    """Each external value must fit the DelegateCall argument it is bound to: an engine may plan memory for the
+    graph's declared dims (LiteRT does), so a corrupt dim would otherwise cost that much memory at load."""
+    for v in graph.inputs + graph.outputs:
+        k = v.external_id
+        if k >= len(capacities):
+            raise DelegateError(f"XNNPACK payload: {v.describe()} is external value {k}, but the DelegateCall "
+                                f"passes {len(capacities)} argument(s)")
+        cap = capacities[k]
+        if cap is not None and math.prod(v.dims) > cap:
+            raise DelegateError(f"XNNPACK payload: {v.describe()} has {math.prod(v.dims)} elements, but "
+                                f"DelegateCall argument {k} holds at most {cap}")
+
+
 def engine_for(graph: Graph, engine: str = "auto") -> tuple[str, str | None]:
     """(engine name, reason or None): what :func:`load` would run ``graph`` on, for ``pterun inspect``."""
     plan, reason = _litert(graph, engine, keep=False)
     return ("litert", None) if plan is not None else ("numpy", reason)
+
+
+def litert_threads(graph: Graph) -> int:
+    """pterun's thread count, or 1 for a graph of small nodes (:data:`pterun.threads.LITERT_MIN_NODE_WORK`)."""
+    n = threads.num_threads()
+    return 1 if n > 1 and graph.work_per_node() < threads.LITERT_MIN_NODE_WORK else n
 
 
 def _litert(graph: Graph, engine: str, keep: bool):
@@ -62,7 +87,7 @@ def _litert(graph: Graph, engine: str, keep: bool):
     from pterun.delegates.xnnpack import litert_engine as L
 
     try:
-        return L.build(graph, threads.num_threads(), fallback=lambda: _numpy(graph)), None
+        return L.build(graph, litert_threads(graph), fallback=lambda: _numpy(graph)), None
     except L.Unavailable as e:
         if engine == "litert":
             raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
@@ -105,7 +130,7 @@ class XnnpackBackend:
         return True
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
-        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"))
+        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()))
 
 
 register_backend(XnnpackBackend())

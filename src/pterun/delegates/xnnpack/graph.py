@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -86,6 +87,26 @@ class Graph:
                 if f in n.fields:
                     out[n.fields[f]] = n
         return out
+
+    def work_per_node(self) -> float:
+        """Work of an average node at the values' declared dims (the upper bounds of dynamic ones): multiply-adds
+        for a convolution, fully-connected or batch-matmul node, output elements for any other. Engines size
+        their thread count by it."""
+        total = counted = 0
+        for n in self.nodes:
+            out = self.values.get(n.fields.get("output_id"))
+            if out is None:
+                continue
+            per_output = 1
+            if n.fields.get("filter_id") in self.values:
+                channels = out.dims[-1] if out.dims else 1  # NHWC / [rows, out]: the filter holds per_output each
+                per_output = math.prod(self.values[n.fields["filter_id"]].dims) // max(channels, 1)
+            elif n.name == "BatchMatrixMultiply" and n.fields.get("input1_id") in self.values:
+                dims = self.values[n.fields["input1_id"]].dims
+                per_output = dims[-1] if dims else 1
+            total += math.prod(out.dims) * per_output
+            counted += 1
+        return total / counted if counted else 0.0
 
     # -- constants ---------------------------------------------------------------------------------------------
     def const(self, vid: int, fail: Fail = _fail) -> np.ndarray:
