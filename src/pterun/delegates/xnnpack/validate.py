@@ -9,7 +9,8 @@ allocating gigabytes at ``execute``. The XNNPACK runtime rejects such graphs whe
 Shapes are propagated as the XNNPACK runtime does it: graph inputs and constants have the dims they declare
 (upper bounds for dynamic inputs), and every node's outputs get the dims its inputs and fields give, which
 later nodes are checked against. No value may end up larger than it declares or, when its declared dims are
-only a placeholder, than ``GROWTH_LIMIT`` times the largest value the graph declares: work and memory stay
+only a placeholder, than ``GROWTH_LIMIT`` times the largest input, output or constant of the graph (the sizes
+the program vouches for), and no internal value may declare more than that either: work and memory stay
 proportional to the program. :func:`validate` is called by :func:`.payload.read_graph` on every graph it reads.
 
 Example::
@@ -28,7 +29,7 @@ from pterun.errors import DelegateError
 #: XNNPACK keeps sizes in size_t but no real window, stride or padding comes near this.
 MAX_GEOMETRY = 1 << 24
 
-#: A value may hold up to this many times the elements of the largest value the graph declares.
+#: A value may hold up to this many times the elements of the graph's largest input, output or constant.
 GROWTH_LIMIT = 64
 
 _FLAG_SAME = 4
@@ -378,8 +379,15 @@ def validate(graph):
     """Return ``graph``; raise DelegateError at the first node whose geometry does not fit its inputs' dims or
     would make a value larger than the program allows, or at a quantized value with an impossible scale."""
     _check_quantization(graph)
-    declared = [math.prod(v.dims) for v in graph.values.values()]
-    limit = GROWTH_LIMIT * max(declared, default=1)
+    # the sizes the program vouches for: external values (bounded by the DelegateCall's tensors) and constants
+    # (bytes in the file); an internal value's declared dims are only a placeholder an engine may plan memory by
+    vouched = [math.prod(v.dims) for v in graph.values.values() if v.external_id is not None or v.data is not None]
+    limit = GROWTH_LIMIT * max(vouched, default=1)
+    for v in graph.values.values():
+        if v.external_id is None and v.data is None and math.prod(v.dims) > limit:
+            raise DelegateError(f"XNNPACK payload: {v.describe()} declares {math.prod(v.dims)} elements, more than "
+                                f"the {limit} this graph allows ({GROWTH_LIMIT} x its largest input, output or "
+                                "constant)")
     shapes: dict[int, tuple] = {}
     for node in graph.nodes:
         check = _CHECKS.get(node.name)
