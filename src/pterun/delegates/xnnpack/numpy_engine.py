@@ -43,13 +43,7 @@ class Plan:
         self.nodes: list = []  # (first step, end step, node name, output slots): what execute_observed reports
 
     def execute(self, args: list) -> None:
-        env = self.template.copy()
-        try:
-            for ext, slot, rep, prep in self.inputs:
-                a = input_array(args, ext, rep.dtype if rep.kind != "dynamic" else F32_DTYPE)
-                env[slot] = a if prep is None else prep(a)
-        except IndexError:
-            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        env = self._bind(args)
         i = 0
         token = quiet()
         try:
@@ -64,6 +58,17 @@ class Plan:
         finally:
             restore(token)
         self._write_outputs(args, env)
+
+    def _bind(self, args: list) -> list:
+        """A fresh value table with the graph's inputs read from the DelegateCall's arguments."""
+        env = self.template.copy()
+        try:
+            for ext, slot, rep, prep in self.inputs:
+                a = input_array(args, ext, rep.dtype if rep.kind != "dynamic" else F32_DTYPE)
+                env[slot] = a if prep is None else prep(a)
+        except IndexError:
+            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        return env
 
     def _write_outputs(self, args: list, env: list) -> None:
         outputs = self.outputs
@@ -86,13 +91,7 @@ class Plan:
         """:meth:`execute` with ``observe(node, name, run, outputs)`` called around each graph node: it must call
         ``run()`` (the node's steps); ``outputs()`` then returns the node's output values. Slower than
         :meth:`execute` (the interpreter's ``Method.execute(hook=)`` and ``Method.trace`` use it)."""
-        env = self.template.copy()
-        try:
-            for ext, slot, rep, prep in self.inputs:
-                a = input_array(args, ext, rep.dtype if rep.kind != "dynamic" else F32_DTYPE)
-                env[slot] = a if prep is None else prep(a)
-        except IndexError:
-            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        env = self._bind(args)
         schedule = self.schedule
         token = quiet()
         try:
