@@ -420,3 +420,16 @@ def test_engine_is_a_global_option_too(before, monkeypatch, capsys):
     command = ["bench", str(FIXTURES / "xnn_mlp.pte"), "--repeat", "1"]
     assert main(["--engine", "numpy", *command] if before else [*command, "--engine", "numpy"]) == 0
     assert "delegate 0 (XnnpackBackend): engine numpy" in capsys.readouterr().out
+
+
+def test_bench_groups_delegates_that_run_alike(capsys):
+    # xnn_transformer has 7 XNNPACK delegates: one line, not seven
+    assert main(["--engine", "numpy", "bench", str(FIXTURES / "xnn_transformer.pte"), "--repeat", "1"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if "XnnpackBackend" in ln]
+    assert lines == ["delegates 0-6 (XnnpackBackend): engine numpy"]
+
+
+def test_index_ranges_are_compressed():
+    from pterun.cli import _ranges
+    assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert _ranges([3]) == "3"

@@ -345,9 +345,12 @@ def cmd_bench(args) -> int:
               + (f"  (interrupted after {len(times)} of {args.repeat} calls)" if interrupted else ""))
     else:
         print(f"{head}; interrupted before any timed call")
+    groups: dict = {}  # one line per (backend, engine, reason): an exported LLM has a hundred delegates
     for d in method.delegates:
-        print(f"delegate {d.index} ({d.backend}): engine {d.engine or 'its own'}"
-              + (f" ({d.reason})" if d.reason else ""))
+        groups.setdefault((d.backend, d.engine, d.reason), []).append(d.index)
+    for (backend, engine, reason), indices in groups.items():
+        which = f"delegate {indices[0]}" if len(indices) == 1 else f"delegates {_ranges(indices)}"
+        print(f"{which} ({backend}): engine {engine or 'its own'}" + (f" ({reason})" if reason else ""))
     if args.profile and not interrupted:
         from pterun.profile import format_profile, profile
         print()
@@ -408,6 +411,17 @@ def cmd_verify(args) -> int:
             if c.detail:
                 print(f"  {r.method} case {r.case} output {c.index}: {c.detail}")
     return 1 if failed else 0
+
+
+def _ranges(indices: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> '0-2, 5, 7-8'."""
+    spans: list[list[int]] = []
+    for i in indices:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def cmd_trace(args) -> int:
