@@ -19,13 +19,14 @@ import math
 
 import numpy as np
 
+from pterun.numerics import along_axis, inverse_scale
+
 F32 = np.float32
 QRANGE = {np.dtype(np.int8): (-128, 127), np.dtype(np.uint8): (0, 255), np.dtype(np.int32): (-(2**31), 2**31 - 1)}
 
 
-def inverse(scale) -> np.float32 | np.ndarray:
-    """1/scale in float32, as XNNPACK precomputes it."""
-    return F32(1) / np.asarray(scale, F32)
+#: 1/scale in float32, as XNNPACK precomputes it (the same rule as ExecuTorch's quantize kernels).
+inverse = inverse_scale
 
 
 def fused_range(lo: float, hi: float, scale: float, zero_point: int, dtype) -> tuple[int, int]:
@@ -356,6 +357,4 @@ def unpack_int4(packed: np.ndarray, rows: int, cols: int, zero_point: int = 8) -
 
 def channel_scales(scale, ndim: int, channel_dim: int) -> np.ndarray:
     """Per-channel scales shaped to broadcast along ``channel_dim`` of an ``ndim``-D tensor."""
-    shape = [1] * ndim
-    shape[channel_dim] = -1
-    return np.asarray(scale, F32).reshape(shape)
+    return along_axis(np.asarray(scale, F32), channel_dim, ndim)
