@@ -43,24 +43,22 @@ class CliError(Exception):
     """A mistake in how pterun was called: one line on stderr, exit status 2 (argparse's, for usage errors)."""
 
 
-def _positive_int(text: str) -> int:
+def _int_at_least(text: str, lowest: int, kind: str) -> int:
     try:
         n = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+    if n < lowest:
+        raise argparse.ArgumentTypeError(f"must be {'at least 1' if lowest == 1 else f'{lowest} or more'}, got {n}")
     return n
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
 
 
 def _count(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {n}")
-    return n
+    return _int_at_least(text, 0, "a whole number")
 
 
 # -- loading ----------------------------------------------------------------------------------------------------

@@ -36,18 +36,10 @@ class NodeRules:
         """(input tensor after any explicit PAD, padding name) for a convolution's padding."""
         if n.flags & G.FLAG_TENSORFLOW_SAME_PADDING:
             return x, "SAME"
-        pt, pr, pb, pl = n.padding_top, n.padding_right, n.padding_bottom, n.padding_left
-        if not (pt or pr or pb or pl):
+        pads = (n.padding_top, n.padding_right, n.padding_bottom, n.padding_left)
+        if not any(pads):
             return x, "VALID"
-        src = self.tensors[x]
-        if len(src.shape) != 4:
-            raise self.no("padded convolution of a non-4-D input")
-        shape = list(src.shape)
-        shape[1] += pt + pb
-        shape[2] += pl + pr
-        padded = self.add_tensor(shape, src.type, 0, src.quantization)
-        self.op("PAD", [x, self.i32([[0, 0], [pt, pb], [pl, pr], [0, 0]])], [padded])
-        return padded, "VALID"
+        return self.pad_zero(x, pads, "convolution"), "VALID"
 
     def bias_tensor(self, n: G.Node, x_vid: int, w_vid: int) -> int:
         if n.bias_id == G.INVALID_ID:
@@ -223,12 +215,12 @@ class NodeRules:
         lo = self.fused.get(p.index, (p.output_min,))[0] if p is not None else -math.inf
         return lo >= 0
 
-    def pad_zero(self, x: int, pads: tuple) -> int:
-        """``x`` (NHWC) padded by (top, right, bottom, left) with (real) zeros."""
+    def pad_zero(self, x: int, pads: tuple, what: str = "pool") -> int:
+        """``x`` (NHWC) padded by (top, right, bottom, left) with (real) zeros, before a ``what`` node."""
         pt, pr, pb, pl = pads
         src = self.tensors[x]
         if len(src.shape) != 4:
-            raise self.no("padded pool of a non-4-D input")
+            raise self.no(f"padded {what} of a non-4-D input")
         shape = list(src.shape)
         shape[1] += pt + pb
         shape[2] += pl + pr
