@@ -32,10 +32,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from configs import DEFAULT_CONFIGS, Config, config_env, describe_config, pair_of, parse_config  # noqa: F401
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -117,72 +118,6 @@ def ratio(a, b):
     if a is None or b is None or b == 0:
         return None
     return a / b
-
-
-# --- configurations ---------------------------------------------------------------------------------------
-#
-# A configuration is one way of running a model: a runtime plus the environment its process gets. Every
-# process starts from the caller's environment with all the variables below removed, so a configuration sets
-# exactly what its name says and nothing leaks in from the shell.
-THREAD_VARS = ("PTERUN_NUM_THREADS", "PTERUN_ENGINE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-               "BENCH_REF_THREADS")
-DEFAULT_CONFIGS = ["defaults", "numpy-1t", "numpy-2t", "litert-1t", "litert-2t", "ref-1t", "ref-2t"]
-ENGINES = ("numpy", "litert", "auto")
-
-
-@dataclass(frozen=True)
-class Config:
-    name: str  # "defaults", "numpy-2t", "litert-1t", "ref-2t", ...
-    runtime: str  # "pterun" or "executorch"
-    env: tuple  # ((variable, value), ...) set on top of the cleaned environment
-    threads: int | None  # None: the runtime's own default
-    engine: str | None  # the engine asked for (pterun), None: not set
-
-    @property
-    def is_ref(self) -> bool:
-        return self.runtime == "executorch"
-
-
-def parse_config(name: str) -> Config:
-    """``defaults`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref``: a :class:`Config`."""
-    if name == "defaults":
-        return Config(name, "pterun", (), None, None)
-    if name == "ref":
-        return Config(name, "executorch", (), None, None)
-    head, _, tail = name.rpartition("-")
-    if not (tail.endswith("t") and tail[:-1].isdigit() and int(tail[:-1]) >= 1):
-        raise ValueError(f"configuration {name!r}: expected 'defaults', 'ref', 'ref-<N>t' or "
-                         f"'<engine>-<N>t' with engine in {', '.join(ENGINES)}")
-    n = int(tail[:-1])
-    if head == "ref":
-        # ExecuTorch's threadpool is resized by run_one.py right after the import (BENCH_REF_THREADS); its
-        # portable/optimized kernels may use OpenMP: held at the same count
-        return Config(name, "executorch", (("BENCH_REF_THREADS", str(n)), ("OMP_NUM_THREADS", str(n))), n, None)
-    if head in ENGINES:
-        return Config(name, "pterun", (("PTERUN_ENGINE", head), ("PTERUN_NUM_THREADS", str(n))), n, head)
-    raise ValueError(f"configuration {name!r}: unknown engine {head!r} (expected one of {', '.join(ENGINES)} "
-                     f"or 'ref')")
-
-
-def pair_of(cfg: Config, configs: list[Config]) -> Config | None:
-    """The reference configuration a pterun configuration is compared with: the same thread count; for
-    ``defaults``, the reference as it comes (``ref``), else the reference on all the cores (ExecuTorch's own
-    default threadpool size is the number of cores)."""
-    refs = {c.name: c for c in configs if c.is_ref}
-    if cfg.is_ref or not refs:
-        return None
-    if cfg.threads is None:
-        for cand in ("ref", f"ref-{os.cpu_count()}t"):
-            if cand in refs:
-                return refs[cand]
-        return None
-    return refs.get(f"ref-{cfg.threads}t")
-
-
-def config_env(base: dict, cfg: Config) -> dict:
-    env = {k: v for k, v in base.items() if k not in THREAD_VARS}
-    env.update(dict(cfg.env))
-    return env
 
 
 def has_xnnpack(pte: Path) -> bool:
@@ -591,15 +526,6 @@ def results_markdown(rows, gtargets, extra, meta) -> str:
              "round's outputs with the paired reference's (max |pterun − ref| / max |ref|, ✗ above 1e-3). "
              "`engine`: what pterun reported running the XNNPACK delegates on.")
     return "\n".join(L)
-
-
-def describe_config(cfg: Config) -> str:
-    if cfg.name == "defaults":
-        return "pterun with no thread or engine setting (what a user gets out of the box)"
-    if cfg.is_ref:
-        return ("ExecuTorch 1.5.1 as it comes" if cfg.threads is None else
-                f"ExecuTorch, threadpool of {cfg.threads}")
-    return f"pterun, `PTERUN_ENGINE={cfg.engine} PTERUN_NUM_THREADS={cfg.threads}`"
 
 
 def write_chart(rows, path: Path, log) -> bool:
