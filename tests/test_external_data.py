@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fixtures_util import FIXTURES, assert_matches, load_calls
-from pterun import InvalidProgramError, MethodNotFoundError, Runtime
+from pterun import InvalidProgramError, MethodNotFoundError, NamedDataNotFoundError, Runtime
 from pterun.cli import main
 
 PTE = FIXTURES / "ext_mlp.pte"
@@ -33,9 +33,12 @@ def test_external_weights_are_not_copied():
 
 def test_missing_data_path_names_the_tensor():
     program = Runtime.get().load_program(PTE)
-    with pytest.raises(MethodNotFoundError, match="tensor 'fc1.weight' is stored in external data \\(.ptd\\), but no "
-                                                  "data_path was given to load_program"):
+    with pytest.raises(NamedDataNotFoundError) as e:
         program.load_method("forward")
+    assert type(e.value) is NamedDataNotFoundError and isinstance(e.value, KeyError)
+    assert not isinstance(e.value, MethodNotFoundError)  # a missing key is not a missing method
+    assert str(e.value) == (f"{PTE}: method 'forward': tensor 'fc1.weight' is stored in external data (.ptd), but "
+                            "no data_path was given to load_program")
 
 
 def test_missing_ptd_file():
@@ -46,8 +49,18 @@ def test_missing_ptd_file():
 def test_missing_key_names_it_and_the_files_searched():
     other = FIXTURES / "xnn_ext_mlp.ptd"
     program = Runtime.get().load_program(PTE, data_path=other)
-    with pytest.raises(MethodNotFoundError, match=f"external tensor 'fc1.weight' is not in {other}"):
+    with pytest.raises(NamedDataNotFoundError) as e:
         program.load_method("forward")
+    assert type(e.value) is NamedDataNotFoundError
+    assert str(e.value) == f"{PTE}: method 'forward': external tensor 'fc1.weight' is not in {other}"
+
+
+def test_program_named_data_raises_named_data_not_found_for_an_unknown_key():
+    program = Runtime.get().load_program(PTE, data_path=PTD)
+    with pytest.raises(NamedDataNotFoundError) as e:
+        program.named_data("no.such.key")
+    assert type(e.value) is NamedDataNotFoundError and isinstance(e.value, KeyError)
+    assert str(e.value) == f"no named data with key 'no.such.key' in {PTE} or {PTD}"
 
 
 def test_wrong_shape_in_ptd():
