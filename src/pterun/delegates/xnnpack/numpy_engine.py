@@ -21,6 +21,7 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import F32_DTYPE, input_array, write_output
 from pterun.delegates.xnnpack import nodes as _nodes  # noqa: F401  (registers the other node builders)
 from pterun.delegates.xnnpack.compiler import BUILDERS, NAMES, Compiler
+from pterun.delegates.xnnpack.ops import Scratch
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["BUILDERS", "NAMES", "NumpyPlan", "compile_graph"]
@@ -28,14 +29,17 @@ __all__ = ["BUILDERS", "NAMES", "NumpyPlan", "compile_graph"]
 
 class NumpyPlan:
     """A compiled graph: a value-table template with the constants preset, input bindings, a schedule of
-    (step, slots that die after it), and output bindings. Each call works on its own copy of the table (and
-    kernels use per-thread scratch buffers), so one plan can run from several threads at once."""
+    (step, slots that die after it), and output bindings. Each call works on its own copy of the table, and
+    kernels use the plan's work memory (``scratch``: per-thread buffers, freed with the plan), so one plan can
+    run from several threads at once."""
 
     engine = "numpy"
     engine_reason: str | None = None  # why the LiteRT engine does not run this graph (None: not asked for)
 
-    def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list):
+    def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list,
+                 scratch: Scratch | None = None):
         self.template = template
+        self.scratch = scratch if scratch is not None else Scratch()  # the kernels' work memory
         self.inputs = inputs  # (ext_id, slot, rep, prepare-or-None)
         self.schedule = schedule  # (step, tuple of slots to release after it)
         self.names = names  # what each step runs, for error messages and the profiler
@@ -163,6 +167,6 @@ def compile_graph(graph) -> NumpyPlan:
             dead[step].append(c.slots[vid])
     inputs.sort(key=lambda t: t[0])
     outputs.sort(key=lambda t: t[0])
-    plan = NumpyPlan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs)
+    plan = NumpyPlan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs, c.scratch)
     plan.nodes = spans
     return plan
