@@ -45,7 +45,7 @@ _INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a cal
 _MIN_HEAD_BYTES = 64
 
 
-class _Record:
+class Record:
     """A small immutable record (plain classes keep ``dataclasses`` out of ``import pterun``)."""
 
     __slots__ = ()
@@ -73,7 +73,7 @@ class _Record:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
 
-class TensorDesc(_Record):
+class TensorDesc(Record):
     """A Tensor EValue as serialized. ``memory_id`` is None for tensors that are not memory planned."""
 
     __slots__ = ("scalar_type", "sizes", "dim_order", "data_buffer_idx", "memory_id", "memory_offset", "dynamism",
@@ -131,13 +131,13 @@ FreeCall = _instruction("FreeCall", FREE_CALL, "value_index", "Tensor ``value_in
 Instruction = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
 
 
-class DelegateDesc(_Record):
+class DelegateDesc(Record):
     """A BackendDelegate: backend name, where its processed blob is (0 inline, 1 segment), compile specs."""
 
     __slots__ = ("backend_id", "location", "index", "compile_specs")
 
 
-class PlanHeader(_Record):
+class PlanHeader(Record):
     """What is known about a method without parsing its values and instructions."""
 
     __slots__ = ("index", "name")
