@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
-           "use_threads", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS", "BLAS_ENV"]
+           "use_threads", "current", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS", "BLAS_ENV"]
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")
@@ -150,7 +150,15 @@ LITERT_MIN_NODE_WORK = 1_000_000
 
 _width: int | None = None  # the process default: threads a split operation may use, the calling thread included
 # (None: not resolved yet)
-_current = threading.local()  # .n: the count of the method running on this thread (None or unset: the default)
+
+
+class _Current(threading.local):
+    n: int | None = None  # the count of the method running on this thread (None: the process default)
+
+
+#: this thread's count while a method runs (``current.n``; None: the process default): :func:`use_threads` sets
+#: it, and the interpreter sets and restores ``current.n`` directly around each call (a function call less)
+current = _Current()
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
@@ -198,7 +206,7 @@ def num_threads() -> int:
     Raises:
         ValueError: ``$PTERUN_NUM_THREADS`` is not a positive integer.
     """
-    n = getattr(_current, "n", None)
+    n = current.n
     if n is not None:
         return n
     w = _width
@@ -215,8 +223,8 @@ def use_threads(n: int | None) -> int | None:
     """Make ``n`` this thread's count (None: the process default) and return the previous one, for
     ``use_threads(previous)`` afterwards. A method does this around its load and each call with its Runtime's
     count; other threads, including pterun's pool threads, are not affected."""
-    prev = getattr(_current, "n", None)
-    _current.n = n
+    prev = current.n
+    current.n = n
     return prev
 
 

@@ -159,14 +159,15 @@ class MethodRunner:
         # NumPy's floating-point warnings (overflow to inf, 0/0) are part of the numbers, not errors;
         # the library never writes to stderr on its own
         token = quiet()
-        prev = threads.use_threads(self.num_threads)
+        current = threads.current  # this thread's count is the method's while it runs (threads.use_threads)
+        prev, current.n = current.n, self.num_threads
         try:
             if hook is None:
                 run_chains(self)
             else:
                 run_observed(self, hook)
         finally:
-            threads.use_threads(prev)
+            current.n = prev
             restore(token)
 
     def loop_error(self, limit: int, n: int) -> InvalidProgramError:
