@@ -420,7 +420,7 @@ class Program:
     @property
     def file(self) -> ProgramFile:
         """The parsed container (:class:`pterun.format.program.ProgramFile`: headers, typed plans, segments), for
-        tools such as :mod:`pterun.inspect`."""
+        tools such as :mod:`pterun.summary`."""
         return self._pf
 
     def named_data(self, key: str) -> np.ndarray:
