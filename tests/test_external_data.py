@@ -141,3 +141,15 @@ def test_inspect_summarises_xnnpack_payloads(capsys):
     out = capsys.readouterr().out
     assert "nodes: XNNConvert x2, XNNFullyConnected x2" in out
     assert "value types: fp32 x4, qbint4 x2, qdint8 x2" in out
+
+
+def test_read_data_file_is_the_public_ptd_reader():
+    from pterun.runtime import read_data_file
+
+    ptd = read_data_file(PTD)
+    assert ptd.name == str(PTD) and "fc1.weight" in ptd.keys()
+    assert read_data_file(PTD.read_bytes()).keys() == ptd.keys()
+    with pytest.raises(InvalidProgramError):
+        read_data_file(b"\0" * 64)
+    with pytest.raises(FileNotFoundError, match="no such external data file"):
+        read_data_file(FIXTURES / "nope.ptd")
