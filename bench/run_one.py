@@ -496,8 +496,8 @@ def main(argv=None) -> int:
             prof = Profile()
             method.execute(inputs, hook=prof.hook)  # warm-up, not counted
             prof.reset()
-            times = timed_calls(lambda: method.execute(inputs, hook=prof.hook), args.budget, args.min_calls, args.max_calls,
-                                args.max_time, args.min_calls_slow)
+            times = timed_calls(lambda: method.execute(inputs, hook=prof.hook), args.budget, args.min_calls,
+                                args.max_calls, args.max_time, args.min_calls_slow)
             prof.runs = len(times)
             rep = profile_report(prof, float(np.median(times)) if times else 0.0, args.top)
             # the per-run numbers above are means over the runs; report the wall the same way

@@ -147,7 +147,7 @@ def test_read_data_file_is_the_public_ptd_reader():
     from pterun.runtime import read_data_file
 
     ptd = read_data_file(PTD)
-    assert ptd.name == str(PTD) and "fc1.weight" in ptd.keys()
+    assert ptd.name == str(PTD) and "fc1.weight" in ptd
     assert read_data_file(PTD.read_bytes()).keys() == ptd.keys()
     with pytest.raises(InvalidProgramError):
         read_data_file(b"\0" * 64)

@@ -311,7 +311,7 @@ def test_one_scratch_serves_kernels_running_on_several_threads_at_once(width):
             barrier.wait()
             for _ in range(20):
                 got[i] = dw(conv(xs[i]))
-        except Exception as e:  # re-raised below
+        except Exception as e:  # noqa: BLE001  (re-raised below)
             errors.append(e)
 
     workers = [threading.Thread(target=worker, args=(i,)) for i in range(4)]

@@ -91,7 +91,7 @@ def test_concurrent_methods_of_two_runtimes_keep_their_counts(default_two):
             barrier.wait()
             for _ in range(5):
                 methods[n].execute(x, hook=hook)
-        except Exception as e:  # re-raised below
+        except Exception as e:  # noqa: BLE001  (re-raised below)
             errors.append(e)
 
     workers = [threading.Thread(target=worker, args=(n,)) for n in (1, 3)]

@@ -171,10 +171,12 @@ def test_bf16_scale_rounding():
     assert r[1] == 1.0
 
 
-@pytest.mark.parametrize("n", range(0, 7))
+@pytest.mark.parametrize("n", range(7))
 def test_chain_composes_any_number_of_functions_left_to_right(n):
+    from functools import partial
+
     from pterun.delegates.xnnpack.compiler import chain
 
-    fns = [(lambda k: lambda s: s + str(k))(k) for k in range(n)]
+    fns = [partial(lambda k, s: s + str(k), k) for k in range(n)]
     with_nones = [f for fn in fns for f in (None, fn)]  # None entries are skipped
     assert chain(*with_nones)("x") == "x" + "".join(str(k) for k in range(n))

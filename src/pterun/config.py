@@ -27,9 +27,24 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["ENGINE_CHOICES", "TENSOR_OUTPUT_CHOICES", "ENV_THREADS", "ENV_ENGINE", "ENV_NO_FOLD", "ENV_OUTPUT",
-           "ENV_ET_OUTPUT", "BLAS_ENV", "check_engine", "check_tensor_output", "check_threads", "env_threads",
-           "env_engine", "env_fold", "env_tensor_output", "blas_env_set"]
+__all__ = [
+    "BLAS_ENV",
+    "ENGINE_CHOICES",
+    "ENV_ENGINE",
+    "ENV_ET_OUTPUT",
+    "ENV_NO_FOLD",
+    "ENV_OUTPUT",
+    "ENV_THREADS",
+    "TENSOR_OUTPUT_CHOICES",
+    "blas_env_set",
+    "check_engine",
+    "check_tensor_output",
+    "check_threads",
+    "env_engine",
+    "env_fold",
+    "env_tensor_output",
+    "env_threads",
+]
 
 ENGINE_CHOICES = ("auto", "numpy", "litert")
 TENSOR_OUTPUT_CHOICES = ("numpy", "torch")

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
-           "use_threads", "current", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS", "BLAS_ENV"]
+           "use_threads", "current", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS",
+           "BLAS_ENV"]
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")

@@ -101,7 +101,7 @@ class Scratch:
     (and a thread's share when that thread ends).
     """
 
-    __slots__ = ("_tls", "__weakref__")
+    __slots__ = ("__weakref__", "_tls")
 
     def __init__(self):
         self._tls = threading.local()
