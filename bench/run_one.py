@@ -26,8 +26,9 @@ For pterun it also reports ``instructions`` (executed steps: kernel, delegate an
 in pterun and not counted) and ``plan_instructions`` (the program's instructions, FreeCall again not counted,
 including those pterun folded at load).
 
-``--profile`` (pterun only) wraps every step of the loaded method with a timer and reports the time per operator
-(and the slowest instructions) instead of the plain timing; see :func:`install_profiler`.
+``--profile`` (pterun only) times every instruction through pterun's public observer (``Method.execute(inputs,
+hook=...)``) and reports the time per operator (and the slowest instructions) instead of the plain timing; see
+:class:`Profile`.
 
 The result is printed as one line ``@@BENCH@@ {json}``. A failure (for example a ``DelegateError`` for a backend
 pterun does not have) is reported in that line as ``error_type`` / ``error`` and the exit status is still 0.
@@ -171,11 +172,11 @@ def ref_threads():
 
 
 def delegate_calls(method):
-    """How many delegate calls one execute makes (pterun), or None."""
-    runner = getattr(method, "_runner", None)
-    if runner is None:
+    """How many delegate calls one execute makes (pterun: its public ``Method.steps``), or None."""
+    steps = getattr(method, "steps", None)
+    if steps is None:
         return None
-    return sum(1 for c in runner.chains for name, *_ in c[2] if str(name).startswith("delegate "))
+    return sum(1 for ev in steps if ev.kind == "DelegateCall")
 
 
 def pterun_engines(program, method):
@@ -190,16 +191,17 @@ def pterun_engines(program, method):
     return [str(d.engine) for d in infos if d.engine is not None]
 
 
-def count_instructions(method):
-    """(executed steps, plan instructions) of a loaded pterun method, or (None, None)."""
-    runner = getattr(method, "_runner", None)
-    if runner is None:
+def count_instructions(program, method):
+    """(executed steps, plan instructions) of a loaded pterun method, or (None, None): ``Method.steps`` and the
+    program's parsed plan (``Program.file``), both public."""
+    steps = getattr(method, "steps", None)
+    pf = getattr(program, "file", None)
+    if steps is None or pf is None:
         return None, None
-    steps = sum(len(c[1]) for c in runner.chains)
     from pterun.format.program import FREE_CALL  # only pterun methods get here
 
-    plan = sum(1 for c in runner.plan.chains for kind, *_ in c if kind != FREE_CALL)
-    return steps, plan
+    plan = pf.plan(pf.plan_index(method.name))
+    return len(steps), sum(1 for c in plan.chains for ins in c if ins.kind != FREE_CALL)
 
 
 def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
@@ -220,13 +222,40 @@ def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
 
 
 class Profile:
-    """Per-operator and per-instruction time of a pterun method, gathered by wrapping its steps."""
+    """Per-operator and per-instruction time of a pterun method, gathered by its public observer: pass
+    ``hook=prof.hook`` to ``Method.execute`` (:func:`install_profiler` makes every execute of the method do so).
 
-    def __init__(self, runner):
-        self.runner = runner
-        self.by_op = {}  # operator name -> [seconds, count]
-        self.by_instr = []  # (chain, pc, name, args, rec=[seconds, count])
+    ``by_op``: operator name -> [seconds, calls]; ``by_instr``: (chain, instruction index, name, description of
+    the outputs as first seen, rec=[seconds, calls]). Nodes of a delegate are run inside their DelegateCall's
+    timing and not recorded on their own (as ``pterun bench --profile`` would break them down).
+    """
+
+    def __init__(self):
+        self.by_op = {}
+        self.by_instr = []
         self.runs = 0
+        recs = {}  # (chain, index) -> (op rec, instruction rec)
+        by_op, by_instr, clock = self.by_op, self.by_instr, time.perf_counter
+
+        def hook(event, run):
+            if event.kind == "DelegateNode":
+                run()
+                return
+            t = clock()
+            run()
+            d = clock() - t
+            r = recs.get((event.chain, event.index))
+            if r is None:
+                rec = [0.0, 0]
+                by_instr.append((event.chain, event.index, event.name, _describe_outputs(event), rec))
+                r = recs[(event.chain, event.index)] = (by_op.setdefault(event.name, [0.0, 0]), rec)
+            op_rec, rec = r
+            op_rec[0] += d
+            op_rec[1] += 1
+            rec[0] += d
+            rec[1] += 1
+
+        self.hook = hook
 
     def reset(self):
         for v in self.by_op.values():
@@ -239,60 +268,26 @@ class Profile:
 
 
 def install_profiler(method) -> Profile:
-    """Replace every step of ``method._runner.chains`` by a timing wrapper and return the :class:`Profile`.
+    """A :class:`Profile` of every later ``method.execute(inputs)``: the method object's ``execute`` becomes a
+    call with ``hook=prof.hook`` (pterun's public observer; the method's own steps are never changed). Code that
+    kept the earlier bound ``method.execute`` must take the new one."""
+    prof = Profile()
+    execute = type(method).execute
 
-    ``runner.chains`` is a list of ``(has_jumps, steps, info)``: ``steps`` are zero-argument callables (a step
-    of a chain with jumps returns the next pc or None, so the wrapper passes the return value through) and
-    ``info[i] = (operator name, argument value indices, the program's instruction index)``: instructions folded
-    at load have no step, so a step's position and its instruction index can differ.
-    """
-    runner = method._runner
-    prof = Profile(runner)
-    clock = time.perf_counter
-    new_chains = []
-    for ci, (jumps, steps, info) in enumerate(runner.chains):
-        wrapped = []
-        for step, (name, args, pc) in zip(steps, info):
-            op_rec = prof.by_op.setdefault(name, [0.0, 0])
-            rec = [0.0, 0]
-            prof.by_instr.append((ci, pc, name, tuple(args) if isinstance(args, (tuple, list)) else (), rec))
+    def profiled(inputs=(), *, hook=None):
+        return execute(method, inputs, hook=prof.hook if hook is None else hook)
 
-            def timed(step=step, op_rec=op_rec, rec=rec, clock=clock):
-                t = clock()
-                r = step()
-                d = clock() - t
-                op_rec[0] += d
-                op_rec[1] += 1
-                rec[0] += d
-                rec[1] += 1
-                return r
-
-            wrapped.append(timed)
-        new_chains.append((jumps, wrapped, info))
-    runner.chains[:] = new_chains
+    method.execute = profiled
     return prof
 
 
-def _describe_arg(runner, a):
+def _describe_outputs(event):
+    """What an instruction wrote, as ``float32[1, 8]`` per output (read once, when it is first seen)."""
     try:
-        v = runner.values[a]
+        outs = event.outputs()
     except Exception:
-        return "?"
-    shape = getattr(v, "shape", None)
-    dtype = getattr(v, "dtype", None)
-    if shape is not None and dtype is not None:
-        return f"{np.dtype(dtype).name}{list(shape)}"
-    if v is None:
-        return "None"
-    if isinstance(v, (bool, int, float)):
-        return repr(v)
-    if isinstance(v, (tuple, list)):
-        tag = runner.tags[a] if a < len(getattr(runner, "tags", ())) else None
-        if tag in (7, 10, 11) and all(isinstance(j, int) for j in v):  # Int/Tensor/OptionalTensor list: indices
-            return "[" + ", ".join(_describe_arg(runner, j) if j >= 0 else "None" for j in v[:8]) + \
-                (", ...]" if len(v) > 8 else "]")
-        return repr(list(v)[:8])
-    return type(v).__name__
+        return ["?"]
+    return [f"{np.dtype(o.dtype).name}{list(o.shape)}" if hasattr(o, "shape") else repr(o) for o in outs[:6]]
 
 
 #: operators a TFLite graph can express (views, elementwise, reductions/norms, softmax, concatenation), and the
@@ -387,7 +382,7 @@ def profile_report(prof: Profile, wall_per_run: float, top: int = 15) -> dict:
         "ops": [{"op": n, "per_run_s": t, "calls_per_run": c, "share": t / wall_per_run if wall_per_run else 0.0}
                 for n, t, c in ops],
         "top_instructions": [{"chain": ci, "pc": pc, "op": name, "per_run_s": rec[0] / runs,
-                              "args": [_describe_arg(prof.runner, a) for a in args[:6]]}
+                              "args": list(args)}
                              for ci, pc, name, args, rec in instrs],
     }
 
@@ -418,7 +413,7 @@ def format_profile(rep: dict, title: str = "", top: int = 15) -> str:
         lines.append("")
     lines.append("Slowest instructions:")
     lines.append("")
-    lines.append("| chain:pc | operator | ms/run | arguments |")
+    lines.append("| chain:pc | operator | ms/run | outputs |")
     lines.append("|---|---|---:|---|")
     for r in rep["top_instructions"][:10]:
         lines.append(f"| {r['chain']}:{r['pc']} | `{r['op']}` | {r['per_run_s'] * 1e3:.3f} | "
@@ -478,7 +473,7 @@ def main(argv=None) -> int:
         method = prog.load_method(args.method)
         res["load_s"] = time.perf_counter() - t0
         if RUNTIME == "pterun":
-            res["instructions"], res["plan_instructions"] = count_instructions(method)
+            res["instructions"], res["plan_instructions"] = count_instructions(prog, method)
             res["delegate_calls"] = delegate_calls(method)
             res["engines"] = pterun_engines(prog, method)
             from pterun import threads as _threads
@@ -498,11 +493,11 @@ def main(argv=None) -> int:
             if RUNTIME != "pterun":
                 raise NotImplementedError("--profile is only available for --runtime pterun")
             stage = "profile"
-            prof = install_profiler(method)
-            execute(inputs)  # warm-up, not counted
+            prof = Profile()
+            method.execute(inputs, hook=prof.hook)  # warm-up, not counted
             prof.reset()
-            times = timed_calls(lambda: execute(inputs), args.budget, args.min_calls, args.max_calls,
-                                args.max_time, args.min_calls_slow)
+            times = timed_calls(lambda: method.execute(inputs, hook=prof.hook), args.budget, args.min_calls,
+                                args.max_calls, args.max_time, args.min_calls_slow)
             prof.runs = len(times)
             rep = profile_report(prof, float(np.median(times)) if times else 0.0, args.top)
             # the per-run numbers above are means over the runs; report the wall the same way

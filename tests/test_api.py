@@ -18,7 +18,7 @@ def test_public_names_are_exactly_the_curated_ones():
     assert set(pterun.__all__) == {
         "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram",
         "VerificationResult", "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError",
-        "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError",
+        "NamedDataNotFoundError", "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError",
         "__version__", "Module", "IOInfo"}
     for name in pterun.__all__:
         assert hasattr(pterun, name)

@@ -6,7 +6,7 @@ import numpy as np
 
 from fixtures_util import FIXTURES, load_calls
 from pterun import Runtime
-from pterun.format.program import INT, INT_LIST, KernelCall, Plan
+from pterun.format.program import INT, INT_LIST, KernelCall, ExecutionPlan
 from pterun.interp.method import MethodRunner
 
 
@@ -29,7 +29,7 @@ def _randn_runner(seed):
     values = list(plan.values) + [(INT, s) for s in sizes]
     values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
     chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
-    randn = Plan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
+    randn = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
                  plan.delegates, plan.buffer_sizes)
     return MethodRunner(program.file, randn, shared_arenas={}, seed=seed)
 

@@ -9,7 +9,7 @@ import pterun.interp.method as method_module
 import pterun.kernels.random as random_kernels
 from fixtures_util import FIXTURES, load_calls, portable_fixture_names
 from pterun import KernelError, Runtime
-from pterun.format.program import INT, INT_LIST, KERNEL_CALL, KernelCall, Plan
+from pterun.format.program import INT, INT_LIST, KERNEL_CALL, KernelCall, ExecutionPlan
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
 from pterun.kernels.registry import Kernel
@@ -142,7 +142,7 @@ def test_a_randn_of_constant_arguments_still_draws_on_every_call():
     values = list(plan.values) + [(INT, s) for s in sizes]
     values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
     chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
-    randn_plan = Plan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
+    randn_plan = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
                       plan.delegates, plan.buffer_sizes)
     runner = MethodRunner(program._pf, randn_plan, shared_arenas={})
     assert "aten::randn.out" not in [n for _, _, n in runner.folded]
@@ -159,7 +159,7 @@ def test_a_constant_computation_returned_as_output_is_still_returned():
     # stays a step, and callers get their own copy
     pc = max(i for i, (_, op, _) in enumerate(plan.chains[0]) if plan.operators[op] == "aten::permute_copy.out")
     weight, _, out = plan.chains[0][pc][2][:3]
-    out_plan = Plan(plan.name, plan.values, plan.inputs, (*plan.outputs, out), plan.chains, plan.operators,
+    out_plan = ExecutionPlan(plan.name, plan.values, plan.inputs, (*plan.outputs, out), plan.chains, plan.operators,
                     plan.delegates, plan.buffer_sizes)
     runner = MethodRunner(program._pf, out_plan, shared_arenas={})
     folded = [p for _, p, _ in runner.folded]

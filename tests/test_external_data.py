@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fixtures_util import FIXTURES, assert_matches, load_calls
-from pterun import InvalidProgramError, MethodNotFoundError, Runtime
+from pterun import InvalidProgramError, MethodNotFoundError, NamedDataNotFoundError, Runtime
 from pterun.cli import main
 
 PTE = FIXTURES / "ext_mlp.pte"
@@ -33,9 +33,12 @@ def test_external_weights_are_not_copied():
 
 def test_missing_data_path_names_the_tensor():
     program = Runtime.get().load_program(PTE)
-    with pytest.raises(MethodNotFoundError, match="tensor 'fc1.weight' is stored in external data \\(.ptd\\), but no "
-                                                  "data_path was given to load_program"):
+    with pytest.raises(NamedDataNotFoundError) as e:
         program.load_method("forward")
+    assert type(e.value) is NamedDataNotFoundError and isinstance(e.value, KeyError)
+    assert not isinstance(e.value, MethodNotFoundError)  # a missing key is not a missing method
+    assert str(e.value) == (f"{PTE}: method 'forward': tensor 'fc1.weight' is stored in external data (.ptd), but "
+                            "no data_path was given to load_program")
 
 
 def test_missing_ptd_file():
@@ -46,8 +49,18 @@ def test_missing_ptd_file():
 def test_missing_key_names_it_and_the_files_searched():
     other = FIXTURES / "xnn_ext_mlp.ptd"
     program = Runtime.get().load_program(PTE, data_path=other)
-    with pytest.raises(MethodNotFoundError, match=f"external tensor 'fc1.weight' is not in {other}"):
+    with pytest.raises(NamedDataNotFoundError) as e:
         program.load_method("forward")
+    assert type(e.value) is NamedDataNotFoundError
+    assert str(e.value) == f"{PTE}: method 'forward': external tensor 'fc1.weight' is not in {other}"
+
+
+def test_program_named_data_raises_named_data_not_found_for_an_unknown_key():
+    program = Runtime.get().load_program(PTE, data_path=PTD)
+    with pytest.raises(NamedDataNotFoundError) as e:
+        program.named_data("no.such.key")
+    assert type(e.value) is NamedDataNotFoundError and isinstance(e.value, KeyError)
+    assert str(e.value) == f"no named data with key 'no.such.key' in {PTE} or {PTD}"
 
 
 def test_wrong_shape_in_ptd():
@@ -128,3 +141,15 @@ def test_inspect_summarises_xnnpack_payloads(capsys):
     out = capsys.readouterr().out
     assert "nodes: XNNConvert x2, XNNFullyConnected x2" in out
     assert "value types: fp32 x4, qbint4 x2, qdint8 x2" in out
+
+
+def test_read_data_file_is_the_public_ptd_reader():
+    from pterun.runtime import read_data_file
+
+    ptd = read_data_file(PTD)
+    assert ptd.name == str(PTD) and "fc1.weight" in ptd
+    assert read_data_file(PTD.read_bytes()).keys() == ptd.keys()
+    with pytest.raises(InvalidProgramError):
+        read_data_file(b"\0" * 64)
+    with pytest.raises(FileNotFoundError, match="no such external data file"):
+        read_data_file(FIXTURES / "nope.ptd")

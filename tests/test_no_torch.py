@@ -24,7 +24,7 @@ def test_pterun_never_imports_torch(tmp_path):
         import pterun
         from pterun import Runtime
         from pterun.cli import main
-        from pterun.inspect import describe
+        from pterun.summary import describe
         rt = Runtime.get()
         for name in ("mlp", "multi_method", "cond", "transformer"):
             program = rt.load_program({str(FIXTURES)!r} + "/" + name + ".pte")

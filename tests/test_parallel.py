@@ -268,3 +268,57 @@ def test_portable_products_split_and_match_one_thread(width, monkeypatch, m, bia
         monkeypatch.setattr(threads, "parallel_for", real)
         assert calls == [7 if m == 1 else m], name  # split by columns for one row, else by rows
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
+
+
+def test_scratch_memory_belongs_to_the_plan_and_is_freed_with_it():
+    import gc
+    import weakref
+
+    from pterun.delegates.xnnpack.numpy_engine import NumpyPlan
+
+    call = load_calls("xnn_cnn")[0]
+    program = Runtime(num_threads=1).load_program(FIXTURES / "xnn_cnn.pte", engine="numpy")
+    method = program.load_method("forward")
+    (plan,) = method._runner.executors
+    assert type(plan) is NumpyPlan
+    other = Runtime(num_threads=1).load_program(FIXTURES / "xnn_cnn.pte", engine="numpy").load_method("forward")
+    assert other._runner.executors[0].scratch is not plan.scratch  # each plan its own work memory
+    method.execute(call["inputs"])
+    held = plan.scratch.nbytes()
+    assert held > 0  # the convolutions gathered their patches there
+    method.execute(call["inputs"])
+    assert plan.scratch.nbytes() == held  # reused, not grown, on the next call
+    ref = weakref.ref(plan.scratch)
+    del plan, method, program
+    gc.collect()
+    assert ref() is None  # gone with the plan: no module-level buffer keeps it
+
+
+def test_one_scratch_serves_kernels_running_on_several_threads_at_once(width):
+    width(1)
+    scratch = ops.Scratch()
+    conv = ops.Conv2d(randn(8, 3, 3, 4), randn(8), ops.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)),
+                      scratch=scratch)
+    dw = ops.DepthwiseConv2d(randn(1, 3, 3, 8), None, ops.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)), 1,
+                             scratch=scratch)
+    xs = [randn(1, 12, 12, 4) for _ in range(4)]
+    expected = [dw(conv(x)) for x in xs]
+    barrier = threading.Barrier(4)
+    got, errors = [None] * 4, []
+
+    def worker(i):
+        try:
+            barrier.wait()
+            for _ in range(20):
+                got[i] = dw(conv(xs[i]))
+        except Exception as e:  # noqa: BLE001  (re-raised below)
+            errors.append(e)
+
+    workers = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    assert not errors, errors
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)  # same thread count, same path: the same numbers

@@ -1,5 +1,6 @@
-"""The thread rule: pterun's own threads come from the flag / Runtime(num_threads=), else $PTERUN_NUM_THREADS, else
-the cores the process may use; BLAS is held at one thread when a program is loaded (not at import) unless the user
+"""The thread rule: a method computes on its Runtime's num_threads=; without one, on the process default:
+set_num_threads(), else $PTERUN_NUM_THREADS, else the cores the process may use (the CLI's --threads configures
+the command's Runtime); BLAS is held at one thread when a program is loaded (not at import) unless the user
 set a BLAS library's own variable."""
 
 from __future__ import annotations
@@ -57,21 +58,25 @@ def test_default_is_the_cores_the_process_may_use():
 def test_the_environment_beats_the_default_and_the_argument_beats_the_environment():
     got = _fresh("""
         from pterun import Runtime
+        from pterun.threads import num_threads
         before = Runtime.get().num_threads
-        Runtime(num_threads=3)
-        print(json.dumps([before, Runtime.get().num_threads, Runtime().num_threads]))
+        three = Runtime(num_threads=3)
+        print(json.dumps([before, three.num_threads, Runtime.get().num_threads, Runtime().num_threads,
+                          num_threads()]))
     """, PTERUN_NUM_THREADS="5")
-    assert got == [5, 3, 3]
+    assert got == [5, 3, 5, 5, 5]  # the argument is that Runtime's own: the others keep the environment's
 
 
 def test_the_flag_beats_the_environment(monkeypatch, restore_threads, capsys):
     monkeypatch.setenv("PTERUN_NUM_THREADS", "1")
     threads._width = None
-    assert main(["--threads", "2", "bench", str(FIXTURES / "cnn.pte"), "--repeat", "1"]) == 0
-    assert threads.num_threads() == 2
-    threads._width = None
-    assert main(["bench", str(FIXTURES / "cnn.pte"), "--repeat", "1", "--threads", "3"]) == 0
-    assert threads.num_threads() == 3
+    assert main(["--threads", "2", "bench", str(FIXTURES / "cnn.pte"), "--repeat", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"] == 2
+    assert main(["bench", str(FIXTURES / "cnn.pte"), "--repeat", "1", "--threads", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"] == 3
+    assert main(["bench", str(FIXTURES / "cnn.pte"), "--repeat", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["threads"] == 1  # no flag: the environment
+    assert threads.num_threads() == 1  # the flags changed no process setting
 
 
 @pytest.mark.parametrize("bad", ["0", "two", "-1"])
@@ -86,10 +91,13 @@ def test_a_bad_environment_value_is_a_clear_error(monkeypatch, restore_threads, 
                                        f"got '{bad}'\n")
 
 
-def test_runtime_num_threads_sets_pterun_threads(restore_threads):
-    assert Runtime(num_threads=1).num_threads == 1 and threads.num_threads() == 1
-    with pytest.raises(ValueError, match="num_threads must be at least 1, got 0"):
+def test_runtime_num_threads_is_the_runtimes_own(restore_threads):
+    threads.set_num_threads(2)
+    assert Runtime(num_threads=1).num_threads == 1
+    assert threads.num_threads() == 2 and Runtime().num_threads == 2  # the process default is untouched
+    with pytest.raises(ValueError) as e:
         Runtime(num_threads=0)
+    assert str(e.value) == "num_threads must be at least 1, got 0"
 
 
 def test_blas_is_held_at_one_thread_when_a_program_is_loaded_not_at_import():

@@ -10,7 +10,7 @@ import pytest
 
 import pterun
 
-PUBLIC_MODULES = ["pterun", "pterun.llm", "pterun.threads", "pterun.inspect", "pterun.profile", "pterun.bundled",
+PUBLIC_MODULES = ["pterun", "pterun.llm", "pterun.threads", "pterun.summary", "pterun.config", "pterun.profile", "pterun.bundled",
                   "pterun.module", "pterun.runtime", "pterun.trace"]
 
 

@@ -169,3 +169,14 @@ def test_bf16_scale_rounding():
     assert (r.view(np.uint32) & 0xFFFF == 0).all()
     np.testing.assert_allclose(r, s, rtol=1 / 128)
     assert r[1] == 1.0
+
+
+@pytest.mark.parametrize("n", range(7))
+def test_chain_composes_any_number_of_functions_left_to_right(n):
+    from functools import partial
+
+    from pterun.delegates.xnnpack.compiler import chain
+
+    fns = [partial(lambda k, s: s + str(k), k) for k in range(n)]
+    with_nones = [f for fn in fns for f in (None, fn)]  # None entries are skipped
+    assert chain(*with_nones)("x") == "x" + "".join(str(k) for k in range(n))

@@ -13,7 +13,8 @@ ExecuTorch's pybindings API (``_load_for_executorch(path).forward(inputs)``) is 
 from typing import TYPE_CHECKING
 
 from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, KernelError,
-                           MethodNotFoundError, NotSupportedError, OperatorMissingError, PterunError, VerificationError)
+                           MethodNotFoundError, NamedDataNotFoundError, NotSupportedError, OperatorMissingError,
+                           PterunError, VerificationError)
 from pterun.runtime import Method, MethodMeta, Program, Runtime, TensorInfo, Verification
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__); named here for type checkers
@@ -27,8 +28,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram", "Module", "IOInfo",
     "VerificationResult",
-    "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "OperatorMissingError",
-    "NotSupportedError", "DelegateError", "KernelError", "VerificationError", "__version__",
+    "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "NamedDataNotFoundError",
+    "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError", "__version__",
 ]
 
 

@@ -7,8 +7,10 @@ Example::
     $ pterun run model.pte --input x.npy --output out.npz
     $ pterun bench model.pte --threads 1 --json
 
-Global options (``--threads``, ``--debug``) work before or after the command. Settings come from, first to
-last: a command-line flag, then an environment variable (``PTERUN_NUM_THREADS``), then pterun's default.
+Global options (``--threads``, ``--engine``, ``--debug``) work before or after the command. Settings come from,
+first to last: a command-line flag, then an environment variable (``PTERUN_NUM_THREADS``, ``PTERUN_ENGINE``), then
+pterun's default (:mod:`pterun.config`). The flags configure the one :class:`pterun.Runtime` every command loads
+its programs with (``args.runtime``); they change nothing else in the process.
 """
 
 from __future__ import annotations
@@ -72,10 +74,10 @@ def _identifier(path: str) -> bytes:
         return b""  # loading it says so, in the runtime's words
 
 
-def _load(path: str, data_path: list[str]):
-    """(Program, BundledProgram or None) for a ``.pte`` or ``.bpte``; a ``.ptd`` is a usage error."""
+def _load(rt, path: str, data_path: list[str]):
+    """(Program, BundledProgram or None) for a ``.pte`` or ``.bpte`` loaded by ``rt``; a ``.ptd`` is a usage
+    error."""
     ident = _identifier(path)
-    rt = pterun.Runtime.get()
     if ident == b"FT01":
         raise CliError(f"{path} is an external data file (.ptd), not a program: pass it with --data-path next to "
                        "the .pte that uses it")
@@ -207,7 +209,7 @@ def _dump(obj) -> str:
 
 # -- commands ---------------------------------------------------------------------------------------------------
 def cmd_run(args) -> int:
-    program, bundle = _load(args.file, args.data_path)
+    program, bundle = _load(args.runtime, args.file, args.data_path)
     method_name = _default_method(program, bundle, args.method)
     t0 = time.perf_counter()
     method = program.load_method(method_name)
@@ -240,8 +242,8 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from pterun.inspect import describe, format_text
-    info = describe(args.file, data_path=args.data_path or None)
+    from pterun.summary import describe, format_text
+    info = describe(args.file, data_path=args.data_path or None, runtime=args.runtime)
     print(json.dumps(info, indent=2) if args.json else format_text(info))
     return 0
 
@@ -252,7 +254,7 @@ def cmd_demo(args) -> int:
     with np.load(MODELS / "demo_expected.npz") as z:
         expected = z["out0"]
     t0 = time.perf_counter()
-    program = pterun.Runtime.get().load_program(path, tensor_output="numpy")
+    program = args.runtime.load_program(path, tensor_output="numpy")
     method = program.load_method("forward")
     load_s = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -271,7 +273,7 @@ def cmd_demo(args) -> int:
     print(f"predicted class: {int(np.argmax(out[0]))}")
     print(f"matches ExecuTorch's recorded output: {'yes' if err <= 1e-4 else 'NO'} (max error {err:.2e} of scale)")
     print(f"load {load_s * 1e3:.1f} ms, first call {first_s * 1e3:.2f} ms, median of {args.repeat} calls "
-          f"{np.median(times) * 1e3:.2f} ms on {pterun.Runtime.get().num_threads} thread(s)")
+          f"{np.median(times) * 1e3:.2f} ms on {args.runtime.num_threads} thread(s)")
     return 0 if err <= 1e-4 else 1
 
 
@@ -302,7 +304,7 @@ class _Progress:
 
 
 def cmd_bench(args) -> int:
-    program, bundle = _load(args.file, args.data_path)
+    program, bundle = _load(args.runtime, args.file, args.data_path)
     method_name = _default_method(program, bundle, args.method)
     t0 = time.perf_counter()
     method = program.load_method(method_name)
@@ -333,13 +335,13 @@ def cmd_bench(args) -> int:
         print(_dump({"file": args.file, "method": method_name, "inputs_from": source, "load_ms": load_s * 1e3,
                      "first_call_ms": first_s * 1e3, "warmup": args.warmup, "repeat": args.repeat,
                      "calls": len(times), **{k + "_ms": v * 1e3 for k, v in stats.items()},
-                     "threads": threads.num_threads(), "blas_threads": threads.blas_threads(),
+                     "threads": args.runtime.num_threads, "blas_threads": threads.blas_threads(),
                      "interrupted": interrupted}))
         return 130 if interrupted else 0
     head = f"{args.file} method {method_name!r}: load {load_s * 1e3:.1f} ms, first call {first_s * 1e3:.2f} ms"
     if times:
         print(f"{head}, median {stats['median'] * 1e3:.3f} ms, p90 {stats['p90'] * 1e3:.3f} ms over {len(times)} "
-              f"calls ({args.warmup} warm-up) on {threads.num_threads()} thread(s)"
+              f"calls ({args.warmup} warm-up) on {args.runtime.num_threads} thread(s)"
               + (f"  (interrupted after {len(times)} of {args.repeat} calls)" if interrupted else ""))
     else:
         print(f"{head}; interrupted before any timed call")
@@ -367,11 +369,11 @@ def _stats(times: list[float]) -> dict[str, float]:
 def cmd_ops(args) -> int:
     from pterun.kernels.registry import KERNELS
     if args.file:
-        from pterun.inspect import describe
+        from pterun.summary import describe
         if _identifier(args.file) == b"FT01":
             raise CliError(f"{args.file} is an external data file (.ptd), not a program: it holds weights, no "
                            "operators; pass the .pte (or .bpte)")
-        info = describe(args.file)
+        info = describe(args.file, runtime=args.runtime)
         used = sorted({op for m in info["methods"] for op in m["operators"]})
         missing = [op for op in used if op not in KERNELS]
         for op in used:
@@ -388,7 +390,7 @@ def cmd_verify(args) -> int:
     if _identifier(args.file) != b"BP08":
         raise CliError(f"{args.file} is not a bundled program (.bpte): verify needs one, since a .pte carries no "
                        "expected outputs")
-    bp = pterun.Runtime.get().load_bundled_program(args.file, data_path=args.data_path or None,
+    bp = args.runtime.load_bundled_program(args.file, data_path=args.data_path or None,
                                                    tensor_output="numpy")
     results = bp.check_all(rtol=args.rtol, atol=args.atol)
     if not results:
@@ -436,7 +438,7 @@ def cmd_trace(args) -> int:
         return 1
     if args.file is None or args.out is None:
         raise PterunError("trace needs MODEL.pte and --out TRACE.npz, or --compare A.npz B.npz")
-    program = pterun.Runtime.get().load_program(args.file, data_path=args.data_path or None)
+    program = args.runtime.load_program(args.file, data_path=args.data_path or None)
     names = sorted(program.method_names)
     method = program.load_method(args.method or ("forward" if "forward" in names else names[0]))
     if args.input:
@@ -566,6 +568,14 @@ def _quiet_stdout() -> None:
         pass
 
 
+def _runtime(args):
+    """The Runtime the command loads with: the flags as its settings (a flag beats its environment variable, as
+    passing the setting to Runtime does); :meth:`pterun.Runtime.get` when no flag is given."""
+    if args.threads is None and args.engine is None:
+        return pterun.Runtime.get()
+    return pterun.Runtime(num_threads=args.threads, engine=args.engine)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``pterun`` command line; returns the exit status (0 ok, 1 failed, 2 usage error, 130 Ctrl-C,
     141 when the reader of stdout went away)."""
@@ -578,11 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     args.engine = getattr(args, "engine", None)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     try:
-        if args.threads is not None:
-            pterun.Runtime(num_threads=args.threads)  # process-wide; beats $PTERUN_NUM_THREADS
-        if args.engine is not None:
-            os.environ["PTERUN_ENGINE"] = args.engine  # read by every load_program of this process; beats the
-            # variable the user set, as every flag does
+        args.runtime = _runtime(args)
         status = args.fn(args)
         sys.stdout.flush()
         return status

@@ -6,7 +6,8 @@ built-in exception a Python user would reach for first, so ``except ValueError``
     PterunError
     ├── InvalidProgramError (ValueError)           not a .pte, truncated, corrupt, index/offset out of range
     ├── InvalidArgumentError (ValueError)          wrong inputs to execute(): count, dtype, shape, type
-    ├── MethodNotFoundError (KeyError)             unknown method name or named-data key
+    ├── MethodNotFoundError (KeyError)             unknown method name
+    ├── NamedDataNotFoundError (KeyError)          a named-data key or external tensor in no data file given
     ├── OperatorMissingError (NotImplementedError) load_method: lists every missing operator at once
     ├── NotSupportedError (NotImplementedError)    a valid program using a feature pterun lacks (says which)
     ├── DelegateError                              delegate payload invalid or backend unavailable
@@ -27,6 +28,7 @@ __all__ = [
     "InvalidProgramError",
     "InvalidArgumentError",
     "MethodNotFoundError",
+    "NamedDataNotFoundError",
     "OperatorMissingError",
     "NotSupportedError",
     "DelegateError",
@@ -48,7 +50,15 @@ class InvalidArgumentError(PterunError, ValueError):
 
 
 class MethodNotFoundError(PterunError, KeyError):
-    """No method (or named-data key) of that name exists in the program."""
+    """No method of that name exists in the program (or, for a bundled program, has test cases)."""
+
+    def __str__(self) -> str:  # KeyError would show the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class NamedDataNotFoundError(PterunError, KeyError):
+    """A named-data key, or a tensor stored in external data, is in neither the program nor the ``.ptd`` files
+    given to ``load_program`` (or no ``data_path`` was given); the message names the key and the files."""
 
     def __str__(self) -> str:  # KeyError would show the message in quotes
         return str(self.args[0]) if self.args else ""

@@ -22,40 +22,31 @@ _F32 = np.dtype(np.float32)
 _F64 = np.dtype(np.float64)
 
 # -- the error function ------------------------------------------------------------------------------------
-# Two evaluations, for two needs: erf to double precision (the erf kernel, the general GELU) by a three-range
-# Chebyshev series, and erfc(|z|) fast by one rational (the GELU fast path in kernels.fast, the XNNPACK GELU),
-# exact enough wherever 1 + erf or erfc itself is used, but it would cancel in erf near 0, and the series is
-# 5-10x slower. tests/test_numerics.py holds each to math.erf / math.erfc and the two to each other.
+# One evaluation of erfc, used everywhere: erfc(|z|) = exp(-z*z) * P(|z|) / Q(|z|), W. J. Cody's rational
+# (:func:`erfc_abs`; the GELU fast path in kernels.fast evaluates the same P and Q as one matrix product over a
+# chunk's powers). erf(x) is 1 - erfc(|x|) with x's sign for |x| > 1 (within 2e-16 of math.erf there), but near 0
+# that subtraction cancels (erfc(0) = 1): for |x| <= 1 erf has a series of its own, x * A(x^2), which is a
+# different function of a different region, not a second erfc. tests/test_numerics.py holds both to math.erf /
+# math.erfc.
 #
-# Chebyshev series fitted offline (numpy.polynomial.chebyshev.chebfit on 2000 Chebyshev nodes against
-# math.erf / math.erfc) — max relative error 7e-16 / 7e-14 / 8e-15 in the three ranges:
-#   |x| <= 1:        erf(x) = x * A(t),                t = x^2 mapped from [0, 1]
-#   1 < |x| <= 2.5:  erfc(x) = exp(-x^2) * B(x),       x mapped from [1, 2.5]
-#   2.5 < |x|:       erfc(x) = exp(-x^2) * C(v) / x,   v = 1/x mapped from [1/6, 0.4] (erfc(6) < 3e-17)
+# A: a Chebyshev series in t = 2x^2 - 1 fitted offline (numpy.polynomial.chebyshev.chebfit on 2000 Chebyshev
+# nodes against math.erf), max relative error 7e-16 on |x| <= 1.
 _ERF_A = (0.9754769393826541, -0.14226120510371362, 0.010035582187599743, -0.0005768764699767347,
           2.7419931252179675e-05, -1.1043175507406296e-06, 3.8488755387334984e-08, -1.1808582432157819e-09,
           3.2334228555570324e-11, -7.990832516154001e-13, 1.7982489026049865e-14)
-_ERFC_B = (0.3017138902444292, -0.10574990110152697, 0.01710484847440674, -0.002587682261135036,
-           0.0003696145268036621, -5.019856060517468e-05, 6.517935170551732e-06, -8.12644977566327e-07,
-           9.763690284687544e-08, -1.1338136561308765e-08, 1.2757868987446813e-09, -1.3939985513377731e-10,
-           1.4818638250839538e-11, -1.535101401634757e-12, 1.551823501445588e-13)
-_ERFC_C = (0.5428391662993293, -0.014904719866427217, -0.00100016009951447, 8.324150368572954e-05,
-           -1.3760754589680038e-06, -2.6905987569094936e-07, 2.8452799573507118e-08, -9.192258996993878e-10,
-           -9.804899830035007e-11, 1.6671725055661138e-11, -1.0726535394454667e-12, -1.2943620147048101e-14,
-           1.0948534171756443e-14)
 
 
-#: erfc(6) < 2**-54: from there on 1 - erfc(a) rounds to 1 in double (the series' C range ends there too)
+#: erfc(6) < 2**-54: from there on 1 - erfc(a) rounds to 1 in double
 ERFC_NEGLIGIBLE = 6.0
 
 
-# the same series in the power basis of their mapped variable, for Horner evaluation (the conversion costs
-# about two decimal digits at these degrees, far below float32 resolution and within 1e-14 of math.erf)
+# the series in the power basis of t, for Horner evaluation (the conversion costs about two decimal digits at
+# this degree, far below float32 resolution and within 1e-14 of math.erf)
 @functools.cache
-def _erf_polys() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _erf_poly() -> np.ndarray:
     from numpy.polynomial import chebyshev  # on first use: importing numpy.polynomial costs ~4 ms
 
-    return tuple(chebyshev.cheb2poly(c) for c in (_ERF_A, _ERFC_B, _ERFC_C))
+    return chebyshev.cheb2poly(_ERF_A)
 
 
 def _horner(coeffs, u):
@@ -66,15 +57,6 @@ def _horner(coeffs, u):
     return y
 
 
-def _erfc_tail(a: np.ndarray) -> np.ndarray:
-    """erfc(a) for float64 ``a`` in (1, ERFC_NEGLIGIBLE], to relative double precision."""
-    _, b_poly, c_poly = _erf_polys()
-    e = np.exp(-a * a)
-    v = 1 / a
-    return np.where(a <= 2.5, e * _horner(b_poly, (2 * a - 3.5) / 1.5),
-                    e * _horner(c_poly, (v - 17 / 60) / (7 / 60)) * v)
-
-
 def _result_dtype(x: np.ndarray) -> np.dtype:
     return x.dtype if x.dtype.kind == "f" or x.dtype.kind == "V" else _F32
 
@@ -83,18 +65,16 @@ def erf(x: np.ndarray) -> np.ndarray:
     """The error function to double precision (computed in float64, returned in x's float dtype; integer and
     bool inputs give float32)."""
     x = np.asarray(x)
-    a_poly = _erf_polys()[0]
     x64 = x.astype(_F64).reshape(-1)
     u = x64 * x64
     u *= 2
     u -= 1
-    y = _horner(a_poly, u)
+    y = _horner(_erf_poly(), u)
     y *= x64  # exact for |x| <= 1 (and NaN stays NaN); the tails are patched below
     tail = np.nonzero(np.abs(x64) > 1)
     if tail[0].size:
         xt = x64[tail]
-        # erf is +-1 in double from ERFC_NEGLIGIBLE on, where 1 - erfc(ERFC_NEGLIGIBLE) rounds to 1
-        y[tail] = np.copysign(1 - _erfc_tail(np.minimum(np.abs(xt), ERFC_NEGLIGIBLE)), xt)
+        y[tail] = np.copysign(1 - erfc_abs(xt), xt)  # +-1 from ERFC_NEGLIGIBLE on, where erfc rounds away
     return y.reshape(x.shape).astype(_result_dtype(x), copy=False)
 
 

@@ -20,13 +20,15 @@ from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 import numpy as np
 
+from pterun import config, threads
 from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError, PterunError
+from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError,
+                           NamedDataNotFoundError, PterunError)
 from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
-from pterun.format.ptd import read_ptd
+from pterun.format.ptd import PtdFile, read_ptd
 from pterun.interp.method import MethodRunner
 
 if TYPE_CHECKING:
@@ -41,11 +43,6 @@ ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[
 #: external data for load_program: one .ptd (path or bytes-like) or a list of them
 DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
-TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
-_ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
-_ENV_ET_OUTPUT = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
-
-
 class Verification(enum.IntEnum):
     """How much of a program is checked at load: ``Minimal`` parses a method when it is first used,
     ``InternalConsistency`` (the default) parses and validates every method up front."""
@@ -54,55 +51,12 @@ class Verification(enum.IntEnum):
     InternalConsistency = 1
 
 
-def _check_tensor_output(value: str, source: str) -> str:
-    v = str(value).strip().lower()
-    if v not in TENSOR_OUTPUT_CHOICES:
-        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in TENSOR_OUTPUT_CHOICES)}, "
-                         f"got {value!r}")
-    return v
-
-
-def _default_tensor_output() -> str:
-    env = os.environ.get(_ENV_OUTPUT)
-    if env:
-        return _check_tensor_output(env, _ENV_OUTPUT)
-    env = os.environ.get(_ENV_ET_OUTPUT)
-    if env:
-        v = env.strip().lower()
-        if v == "executorch":
-            return "numpy"
-        if v == "torch":
-            return "torch"
-        raise ValueError(f"{_ENV_ET_OUTPUT} must be 'executorch' or 'torch', got {env!r}")
-    return "numpy"
-
-
-_ENV_NO_FOLD = "PTERUN_NO_FOLD"
-
-
-def _default_fold() -> bool:
-    """Constant folding is on unless ``$PTERUN_NO_FOLD`` is set (to anything non-empty)."""
-    return not os.environ.get(_ENV_NO_FOLD)
-
-
-ENGINE_CHOICES = ("auto", "numpy", "litert")
-_ENV_ENGINE = "PTERUN_ENGINE"
-
-
-def _check_engine(value: str, source: str) -> str:
-    v = str(value).strip().lower()
-    if v not in ENGINE_CHOICES:
-        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in ENGINE_CHOICES)}, got {value!r}")
-    return v
-
-
 def _resolve_engine(*choices) -> str:
     """The first given of (argument, Runtime setting), else ``$PTERUN_ENGINE``, else "auto"; "litert" is checked to
     be importable now, so a missing LiteRT is an error at load rather than at the first delegate."""
     engine = next((c for c in choices if c is not None), None)
     if engine is None:
-        env = os.environ.get(_ENV_ENGINE)
-        engine = _check_engine(env, _ENV_ENGINE) if env else "auto"
+        engine = config.env_engine() or "auto"
     if engine == "litert":
         from pterun.delegates.xnnpack.litert_engine import available
 
@@ -163,33 +117,34 @@ class Runtime:
                 folding). ``None``: on, unless ``$PTERUN_NO_FOLD`` is set when a program is loaded.
             seed: seeds the random generator each loaded method owns for its random operators (rand, randn,
                 dropout), so runs are reproducible; ``None``: seeded from OS entropy.
-            num_threads: the threads pterun computes on (process-wide): large convolutions and matrix
-                products are split over this many threads of pterun's own (see :mod:`pterun.threads`). ``None``
-                keeps the process's setting: an earlier ``num_threads=``, else ``$PTERUN_NUM_THREADS``, else the
-                cores the process may use. BLAS is held at one thread when a program is loaded, unless a BLAS
-                variable such as ``OPENBLAS_NUM_THREADS`` is set.
+            num_threads: the threads this runtime's methods compute on: large convolutions and matrix products
+                are split over this many threads (the caller's and pterun's own, see :mod:`pterun.threads`),
+                while they load and run. It belongs to this Runtime: another Runtime in the same process keeps
+                its own. ``None``: the process default, as it is when a method runs
+                (:func:`pterun.threads.set_num_threads`, else ``$PTERUN_NUM_THREADS``, else the cores the
+                process may use). BLAS is held at one thread when a program is loaded, unless a BLAS variable
+                such as ``OPENBLAS_NUM_THREADS`` is set.
 
         Raises:
             ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
         """
-        from pterun import threads
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
-        self.tensor_output = None if tensor_output is None else _check_tensor_output(tensor_output, "tensor_output")
-        self.engine = None if engine is None else _check_engine(engine, "engine")
+        self.tensor_output = None if tensor_output is None else config.check_tensor_output(tensor_output)
+        self.engine = None if engine is None else config.check_engine(engine)
         self.fold = fold
         self.seed = seed
+        self._threads = None if num_threads is None else config.check_threads(num_threads)
         if num_threads is not None:
-            threads.set_num_threads(num_threads)
             threads.hold_blas(again=True)
         else:
             threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
 
     @property
     def num_threads(self) -> int:
-        """The threads pterun computes on, process-wide (see ``num_threads=``)."""
-        from pterun import threads
-        return threads.num_threads()
+        """The threads this runtime's methods compute on (see ``num_threads=``; without it, the process
+        default as it is now)."""
+        return self._threads if self._threads is not None else threads.process_num_threads()
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -222,22 +177,22 @@ class Runtime:
             TypeError: ``data`` is of an unsupported type.
             DelegateError: ``engine="litert"`` but LiteRT is not installed.
         """
-        engine = _resolve_engine(None if engine is None else _check_engine(engine, "engine"), self.engine)
+        engine = _resolve_engine(None if engine is None else config.check_engine(engine), self.engine)
         if tensor_output is not None:
-            out = _check_tensor_output(tensor_output, "tensor_output")
+            out = config.check_tensor_output(tensor_output)
         elif self.tensor_output is not None:
             out = self.tensor_output
         else:
-            out = _default_tensor_output()
+            out = config.env_tensor_output() or "numpy"
         _hold_blas()
         buf, name, keepalive = _open(data)
         pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
-        fold = self.fold if self.fold is not None else _default_fold()
+        fold = self.fold if self.fold is not None else config.env_fold()
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine,
-                       fold=fold, seed=self.seed)
+                       fold=fold, seed=self.seed, num_threads=self._threads)
 
     def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
@@ -260,7 +215,6 @@ class Runtime:
 
 
 def _hold_blas() -> None:
-    from pterun import threads
     threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
     threads.hold_blas()  # once per process
 
@@ -277,6 +231,23 @@ def _guard(fn, *args, name: str = "program"):
         raise InvalidProgramError(f"{name}: loading ran out of memory: {asked} (corrupt file?)") from e
 
 
+def read_data_file(source) -> PtdFile:
+    """One ``.ptd`` external-data file (a path, memory-mapped, or bytes-like data), read and validated: its keys
+    give read-only zero-copy views (the file stays mapped while the result lives). What ``data_path=`` and
+    :func:`pterun.summary.describe` read.
+
+    Raises:
+        InvalidProgramError: not a valid ``.ptd``.
+        FileNotFoundError: no such file.
+    """
+    return _read_data_file(source)[0]
+
+
+def _read_data_file(source) -> tuple:
+    buf, name, keep = _open(source, what="external data file")
+    return _guard(read_ptd, buf, name, name=name), keep
+
+
 def _open_data_files(data_path) -> list:
     """[(PtdFile, keepalive)] for ``data_path``: None, one path/bytes, or a list of them."""
     if data_path is None:
@@ -284,8 +255,8 @@ def _open_data_files(data_path) -> list:
     items = list(data_path) if isinstance(data_path, (list, tuple)) else [data_path]
     out, seen = [], {}
     for item in items:
-        buf, name, keep = _open(item, what="external data file")
-        ptd = _guard(read_ptd, buf, name, name=name)
+        ptd, keep = _read_data_file(item)
+        name = ptd.name
         for key in ptd.keys():
             if key in seen:
                 raise InvalidProgramError(f"named data key {key!r} is in both {seen[key]} and {name}")
@@ -418,9 +389,10 @@ class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
     def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
-                 engine: str = "auto", *, fold: bool = True, seed: int | None = None):
+                 engine: str = "auto", *, fold: bool = True, seed: int | None = None, num_threads: int | None = None):
         self._pf = pf
-        self._fold, self._seed = fold, seed  # the Runtime's configuration, passed to every method
+        # the Runtime's configuration, passed to every method
+        self._fold, self._seed, self._threads = fold, seed, num_threads
         self._engine = engine
         self._external = external
         self._keepalive = keepalive
@@ -448,18 +420,18 @@ class Program:
     @property
     def file(self) -> ProgramFile:
         """The parsed container (:class:`pterun.format.program.ProgramFile`: headers, typed plans, segments), for
-        tools such as :mod:`pterun.inspect`."""
+        tools such as :mod:`pterun.summary`."""
         return self._pf
 
     def named_data(self, key: str) -> np.ndarray:
         """The bytes stored under ``key``: in the external data files given at load (first), else in the program.
-        Raises KeyError when neither has it."""
+        Raises :class:`~pterun.NamedDataNotFoundError` (a KeyError) when neither has it."""
         for ptd in self._external:
             if key in ptd:
                 return ptd.data(key)
         if key in self._pf.named_data:
             return self._pf.named(key)
-        raise KeyError(f"no named data with key {key!r} in {self._pf.name}"
+        raise NamedDataNotFoundError(f"no named data with key {key!r} in {self._pf.name}"
                        + "".join(f" or {p.name}" for p in self._external))
 
     def _plan(self, name: str):
@@ -486,12 +458,14 @@ class Program:
             if m is None:
                 plan = self._plan(name)
                 token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
+                prev = threads.use_threads(self._threads)  # folding at load runs on the Runtime's threads
                 try:
                     runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
                                                       external=self._external, engine=self._engine,
-                                                      fold=self._fold, seed=self._seed),
+                                                      fold=self._fold, seed=self._seed, num_threads=self._threads),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
+                    threads.use_threads(prev)
                     restore(token)
                 m = self._methods[name] = Method(self, runner)
             return m

@@ -11,8 +11,13 @@ The rule, out of the box:
   MobileNetV2 about 5x slower. If you set ``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``,
   ``BLIS_NUM_THREADS`` or ``VECLIB_MAXIMUM_THREADS``, pterun leaves BLAS as you said.
 
-The thread count comes from, first to last: ``pterun --threads N`` / ``Runtime(num_threads=N)`` /
-:func:`set_num_threads`, then ``$PTERUN_NUM_THREADS``, then the cores the process may use.
+The thread count belongs to the :class:`~pterun.Runtime` a method was loaded by: its methods run (and load)
+with ``Runtime(num_threads=N)``, so two Runtimes with different counts in one process each get their own. The
+running method makes its count the calling thread's own (:func:`use_threads`) while it runs, and
+:func:`num_threads` reads it there. Code with no Runtime count (a ``Runtime()`` without ``num_threads``, or no
+Runtime at all) uses the process default: :func:`set_num_threads` (``pterun --threads N`` sets it), else
+``$PTERUN_NUM_THREADS``, else the cores the process may use. In short: ``Runtime(num_threads)`` >
+:func:`set_num_threads` > ``$PTERUN_NUM_THREADS`` > cores.
 
 BLAS is set through OpenBLAS's own setter in the library NumPy loaded when there is one (under a millisecond),
 else through ``threadpoolctl`` (MKL, BLIS, Windows, macOS).
@@ -33,17 +38,14 @@ import threading
 from typing import TYPE_CHECKING, Callable
 
 from pterun._log import logger
+from pterun.config import BLAS_ENV, ENV_THREADS, blas_env_set, check_threads, env_threads
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
-           "parallel_for", "split_dot", "splittable"]
-
-ENV_THREADS = "PTERUN_NUM_THREADS"
-# the BLAS libraries' own settings: when the user set one of these, pterun leaves BLAS alone
-BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
-            "VECLIB_MAXIMUM_THREADS")
+           "use_threads", "current", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS",
+           "BLAS_ENV"]
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")
@@ -86,8 +88,7 @@ def _own_setter_libs() -> list:
 
 def set_blas_threads(n: int) -> bool:
     """Limit NumPy's BLAS to ``n`` threads; returns whether a BLAS library took the setting."""
-    if int(n) < 1:
-        raise ValueError(f"num_threads must be at least 1, got {n}")
+    check_threads(n)
     libs = _own_setter_libs()  # OpenBLAS's own setter: ~0.5 ms, against ~10 ms for threadpoolctl's import + scan
     for lib in libs:
         _call(_SETTERS, lib, ctypes.c_int(int(n)))
@@ -127,7 +128,7 @@ def hold_blas(*, again: bool = False) -> None:
     if _blas_held and not again:
         return
     _blas_held = True
-    chosen = [v for v in BLAS_ENV if os.environ.get(v)]
+    chosen = blas_env_set()
     if chosen:
         logger().debug("BLAS threads left as set by %s", ", ".join(chosen))
         return
@@ -148,7 +149,17 @@ SPLIT_MIN_ROWS = 64
 # on 2 threads than on 1; MobileNetV2 and ResNet18 at 224 and a 130M-parameter Llama faster on 2).
 LITERT_MIN_NODE_WORK = 1_000_000
 
-_width: int | None = None  # threads a split operation may use, the calling thread included; None: not resolved
+_width: int | None = None  # the process default: threads a split operation may use, the calling thread included
+# (None: not resolved yet)
+
+
+class _Current(threading.local):
+    n: int | None = None  # the count of the method running on this thread (None: the process default)
+
+
+#: this thread's count while a method runs (``current.n``; None: the process default): :func:`use_threads` sets
+#: it, and the interpreter sets and restores ``current.n`` directly around each call (a function call less)
+current = _Current()
 _pool: _Pool | None = None
 _pool_lock = threading.Lock()
 
@@ -178,46 +189,49 @@ def default_num_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _env_threads() -> int | None:
-    raw = os.environ.get(ENV_THREADS, "").strip()
-    if not raw:
-        return None
-    try:
-        n = int(raw)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}")
-    return n
-
-
 def set_num_threads(n: int) -> None:
-    """Let pterun split large operations over ``n`` threads (the caller's and ``n - 1`` of its own).
-
-    Process-wide, and it beats ``$PTERUN_NUM_THREADS``. The pool threads start on the first split and sleep
-    between operations. This leaves BLAS as it is (see :func:`hold_blas`).
+    """Make ``n`` the process default: the threads (the caller's and ``n - 1`` of pterun's own) a split operation
+    uses in code that has no Runtime count (see the module docstring). It beats ``$PTERUN_NUM_THREADS``; a
+    ``Runtime(num_threads=)`` beats it. The pool threads start on the first split and sleep between operations.
+    This leaves BLAS as it is (see :func:`hold_blas`).
     """
     global _width
-    n = int(n)
-    if n < 1:
-        raise ValueError(f"num_threads must be at least 1, got {n}")
-    _width = n
+    _width = check_threads(n)
 
 
 def num_threads() -> int:
-    """How many threads a split operation uses (1: pterun runs every operation on the calling thread): the
-    value set by :func:`set_num_threads`, else ``$PTERUN_NUM_THREADS``, else :func:`default_num_threads`.
+    """How many threads a split operation uses here and now (1: pterun runs every operation on the calling
+    thread): the count of the method running on this thread (:func:`use_threads`), else the process default
+    (:func:`set_num_threads`, else ``$PTERUN_NUM_THREADS``, else :func:`default_num_threads`).
 
     Raises:
         ValueError: ``$PTERUN_NUM_THREADS`` is not a positive integer.
     """
+    n = current.n
+    if n is not None:
+        return n
     w = _width
     return w if w is not None else _resolve()
 
 
+def process_num_threads() -> int:
+    """The process default alone (:func:`set_num_threads`, else ``$PTERUN_NUM_THREADS``, else the cores)."""
+    w = _width
+    return w if w is not None else _resolve()
+
+
+def use_threads(n: int | None) -> int | None:
+    """Make ``n`` this thread's count (None: the process default) and return the previous one, for
+    ``use_threads(previous)`` afterwards. A method does this around its load and each call with its Runtime's
+    count; other threads, including pterun's pool threads, are not affected."""
+    prev = current.n
+    current.n = n
+    return prev
+
+
 def _resolve() -> int:
     global _width
-    env = _env_threads()
+    env = env_threads()
     _width = env if env is not None else default_num_threads()
     return _width
 

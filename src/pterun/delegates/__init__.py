@@ -28,23 +28,26 @@ class DelegateContext:
     """What a backend may need at init besides its blob.
 
     ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
-    read-only uint8 array; it raises :class:`~pterun.errors.MethodNotFoundError` for an unknown key.
+    read-only uint8 array; it raises :class:`~pterun.errors.NamedDataNotFoundError` for an unknown key.
     ``engine`` is the program's engine choice, ``"auto"``, ``"numpy"`` or ``"litert"`` (backends with a single
     engine ignore it). ``call_args`` lists, for each DelegateCall of this delegate, the largest element count
     each argument can hold (None for an argument that is not a tensor), so a backend can check at load that its
-    graph fits the memory the program gives it.
+    graph fits the memory the program gives it. ``num_threads`` is the thread count of the Runtime that loads
+    the method (an engine that fixes its threads at load, as LiteRT does, takes it from here).
     """
 
-    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args")
+    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args", "num_threads")
 
     def __init__(self, program_name: str, method_name: str, delegate_index: int,
-                 named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = ()):
+                 named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = (),
+                 num_threads: int = 1):
         self.program_name = program_name
         self.method_name = method_name
         self.delegate_index = delegate_index
         self.named_data = named_data
         self.engine = engine
         self.call_args = call_args
+        self.num_threads = num_threads
 
 
 class DelegateInfo(NamedTuple):

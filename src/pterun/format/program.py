@@ -45,7 +45,7 @@ _INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a cal
 _MIN_HEAD_BYTES = 64
 
 
-class _Record:
+class Record:
     """A small immutable record (plain classes keep ``dataclasses`` out of ``import pterun``)."""
 
     __slots__ = ()
@@ -73,7 +73,7 @@ class _Record:
         return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
 
 
-class TensorDesc(_Record):
+class TensorDesc(Record):
     """A Tensor EValue as serialized. ``memory_id`` is None for tensors that are not memory planned."""
 
     __slots__ = ("scalar_type", "sizes", "dim_order", "data_buffer_idx", "memory_id", "memory_offset", "dynamism",
@@ -119,9 +119,11 @@ def _instruction(name: str, kind: int, fields: str, doc: str):
 # The instructions of a chain, named and fielded as ExecuTorch's schema (program.fbs: InstructionArguments).
 # ``kind`` is the union tag (KERNEL_CALL, ...); records are built from the other fields: KernelCall(op, args).
 KernelCall = _instruction("KernelCall", KERNEL_CALL, "op_index args",
-                          "Call operator ``op_index`` (into ``Plan.operators``) on the values ``args`` (indices).")
+                          "Call operator ``op_index`` (into ``ExecutionPlan.operators``) on the values ``args``"
+                          " (indices).")
 DelegateCall = _instruction("DelegateCall", DELEGATE_CALL, "delegate_index args",
-                            "Run delegate ``delegate_index`` (into ``Plan.delegates``) on the values ``args``.")
+                            "Run delegate ``delegate_index`` (into ``ExecutionPlan.delegates``) on the values"
+                            " ``args``.")
 MoveCall = _instruction("MoveCall", MOVE_CALL, "move_from move_to", "Value ``move_to`` becomes value ``move_from``.")
 JumpFalseCall = _instruction("JumpFalseCall", JUMP_FALSE_CALL, "cond_value_index destination_instruction",
                              "Jump to ``destination_instruction`` when value ``cond_value_index`` is false.")
@@ -129,19 +131,19 @@ FreeCall = _instruction("FreeCall", FREE_CALL, "value_index", "Tensor ``value_in
 Instruction = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
 
 
-class DelegateDesc(_Record):
+class DelegateDesc(Record):
     """A BackendDelegate: backend name, where its processed blob is (0 inline, 1 segment), compile specs."""
 
     __slots__ = ("backend_id", "location", "index", "compile_specs")
 
 
-class PlanHeader(_Record):
+class PlanHeader(Record):
     """What is known about a method without parsing its values and instructions."""
 
     __slots__ = ("index", "name")
 
 
-class Plan:
+class ExecutionPlan:
     """A fully parsed and validated execution plan (one method).
 
     ``values`` are :class:`EValue` records; ``chains`` lists of instructions (:class:`KernelCall`,
@@ -175,7 +177,7 @@ class ProgramFile:
         self._read_headers()
         self.root = Table.root(self.buf, "Program")
         self._read_program_tables()
-        self._plans: dict[int, Plan] = {}
+        self._plans: dict[int, ExecutionPlan] = {}
 
     # -- headers -------------------------------------------------------------------------------------------
     def _read_headers(self) -> None:
@@ -336,7 +338,7 @@ class ProgramFile:
                 return h.index
         return None
 
-    def plan(self, index: int) -> Plan:
+    def plan(self, index: int) -> ExecutionPlan:
         p = self._plans.get(index)
         if p is None:
             p = _PlanReader(self, self._plan_tables[index]).read()
@@ -370,7 +372,7 @@ class _PlanReader:
     def fail(self, what: str) -> InvalidProgramError:
         return InvalidProgramError(f"{self.where}: {what}")
 
-    def read(self) -> Plan:
+    def read(self) -> ExecutionPlan:
         t = self.t
         meta = t.table(6, "ContainerMetadata")
         buffer_sizes = t.values(20, "q")
@@ -405,14 +407,14 @@ class _PlanReader:
                            for ins in c.tables(8, "Instruction")])
         if not chains:
             raise self.fail("the method has no instruction chains")
-        plan = Plan(self.name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
+        plan = ExecutionPlan(self.name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
                     meta.string(4) if meta else None, meta.string(6) if meta else None)
         self.validate_values(plan)
         self.validate_io(plan)
         plan.arena_extents = self.arena_extents(plan)
         return plan
 
-    def validate_io(self, plan: Plan) -> None:
+    def validate_io(self, plan: ExecutionPlan) -> None:
         """A method input is copied into and an output written by the method: neither may be a constant of the
         program (read-only file data), which ExecuTorch rejects too."""
         for k, i in enumerate(plan.inputs):
@@ -431,7 +433,7 @@ class _PlanReader:
                                     "a tensor the method can write")
 
     @staticmethod
-    def arena_extents(plan: Plan) -> tuple:
+    def arena_extents(plan: ExecutionPlan) -> tuple:
         """Bytes each arena really needs: the largest offset + size of the tensors placed in it (entry 0 and
         arenas no tensor uses: 0). Never more than ``buffer_sizes``, which ``validate_values`` checked."""
         ext = [0] * len(plan.buffer_sizes)
@@ -536,7 +538,7 @@ class _PlanReader:
             return FreeCall(idx(u.i32(4), "value"))
         raise self.fail(f"unknown instruction type {tag}")
 
-    def validate_values(self, plan: Plan) -> None:
+    def validate_values(self, plan: ExecutionPlan) -> None:
         values = plan.values
         n = len(values)
         n_arenas = len(plan.buffer_sizes)

@@ -16,13 +16,13 @@ import numpy as np
 from pterun.errors import InvalidProgramError
 from pterun.format import dtypes
 from pterun.format.flatbuffer import Buffer, Table
-from pterun.format.program import _Record
+from pterun.format.program import Record
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 
 
-class TensorLayout(_Record):
+class TensorLayout(Record):
     """dtype, sizes and dim order of a .ptd entry."""
 
     __slots__ = ("scalar_type", "sizes", "dim_order")

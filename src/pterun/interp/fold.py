@@ -14,13 +14,14 @@ import numpy as np
 
 from pterun._log import logger
 from pterun.format.program import EXTERNAL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, DELEGATE_CALL, OPT_TENSOR_LIST, \
-    STATIC, TENSOR, TENSOR_LIST, Plan, TensorDesc
+    STATIC, TENSOR, TENSOR_LIST, ExecutionPlan, TensorDesc
 
 
 class Folder:
     """Folds one method's instructions while its steps are built (pterun.interp.steps); dropped afterwards."""
 
-    def __init__(self, plan: Plan, values: list, tags: list, volatile: set[int], binder, where: str, budget: int):
+    def __init__(self, plan: ExecutionPlan, values: list, tags: list, volatile: set[int], binder, where: str,
+                 budget: int):
         self.plan, self.values, self.tags, self.volatile, self.binder, self.where = \
             plan, values, tags, volatile, binder, where
         # tensor slots known at load: the program's constants, then folded outputs
@@ -34,7 +35,7 @@ class Folder:
         self.spans = None  # (slot, start, end) of every tensor in arena 1, built at the first fold attempt
 
     @staticmethod
-    def applies(plan: Plan) -> bool:
+    def applies(plan: ExecutionPlan) -> bool:
         """Whether folding may apply: the method calls kernels and has no jumps."""
         kinds = {ins.kind for c in plan.chains for ins in c}
         return KERNEL_CALL in kinds and JUMP_FALSE_CALL not in kinds

@@ -12,9 +12,9 @@ import os
 
 import numpy as np
 
-from pterun.errors import InvalidProgramError, MethodNotFoundError
+from pterun.errors import InvalidProgramError, NamedDataNotFoundError
 from pterun.format import dtypes
-from pterun.format.program import EXTERNAL, NULL, STATIC, TENSOR, Plan, ProgramFile, TensorDesc
+from pterun.format.program import EXTERNAL, NULL, STATIC, TENSOR, ExecutionPlan, ProgramFile, TensorDesc
 from pterun.interp.tensor import Tensor
 
 def _physical_memory() -> int:
@@ -30,7 +30,7 @@ _EMPTY = np.zeros(0, np.uint8)
 class Memory:
     """The arenas and value slots of one method, and the named data its delegates read."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, where: str, shared_arenas: dict, external: tuple = ()):
+    def __init__(self, pf: ProgramFile, plan: ExecutionPlan, where: str, shared_arenas: dict, external: tuple = ()):
         self.pf, self.plan, self.where = pf, plan, where
         self.external = external  # PtdFile objects from data_path, searched before the program's named data
         self.arenas = self._make_arenas(shared_arenas)
@@ -103,8 +103,8 @@ class Memory:
 
     def _external_tensor(self, i: int, d: TensorDesc) -> np.ndarray:
         if not self.external:
-            raise MethodNotFoundError(f"{self.where}: tensor {d.fqn!r} is stored in external data (.ptd), but no "
-                                      "data_path was given to load_program")
+            raise NamedDataNotFoundError(f"{self.where}: tensor {d.fqn!r} is stored in external data (.ptd), "
+                                         "but no data_path was given to load_program")
         for ptd in self.external:
             if d.fqn in ptd:
                 layout = ptd.layout(d.fqn)
@@ -122,8 +122,8 @@ class Memory:
                     raise InvalidProgramError(f"{self.where}: external tensor {d.fqn!r} in {ptd.name} has "
                                               f"{len(data)} bytes, the program needs {d.nbytes}")
                 return data[: d.nbytes]
-        raise MethodNotFoundError(f"{self.where}: external tensor {d.fqn!r} is not in "
-                                  f"{', '.join(p.name for p in self.external)}")
+        raise NamedDataNotFoundError(f"{self.where}: external tensor {d.fqn!r} is not in "
+                                     f"{', '.join(p.name for p in self.external)}")
 
     def _check_named_data_unique(self) -> None:
         for ptd in self.external:
@@ -140,4 +140,4 @@ class Memory:
             return self.pf.named(key)
         where = ", ".join([p.name for p in self.external] + [self.pf.name])
         hint = "" if self.external else " (if the weights were exported to a .ptd file, pass it as data_path=)"
-        raise MethodNotFoundError(f"{self.where}: no named data with key {key!r} in {where}{hint}")
+        raise NamedDataNotFoundError(f"{self.where}: no named data with key {key!r} in {where}{hint}")

@@ -8,7 +8,8 @@
 4. constant folding (pterun.interp.fold) and step building (pterun.interp.steps), instruction by instruction;
 
 and :meth:`MethodRunner.run` is the loop (pterun.interp.loop), or its observed twin (pterun.interp.observe)
-when a hook is given. The Runtime decides the configuration (``fold``, ``seed``) and passes it in.
+when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``) and passes it
+in; the thread count is this thread's own (:func:`pterun.threads.use_threads`) while the method runs.
 
 Example::
 
@@ -20,11 +21,13 @@ from __future__ import annotations
 
 import threading
 
+from pterun import threads
 from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import DelegateError, InvalidProgramError, KernelError, NotSupportedError, OperatorMissingError, \
     PterunError
-from pterun.format.program import DELEGATE_CALL, DYNAMIC_UNBOUND, INT_LIST, KERNEL_CALL, TENSOR, Plan, ProgramFile
+from pterun.format.program import (DELEGATE_CALL, DYNAMIC_UNBOUND, INT_LIST, KERNEL_CALL, TENSOR, ExecutionPlan,
+                                   ProgramFile)
 from pterun.interp.binding import Binder
 from pterun.interp.fold import Folder
 from pterun.interp.loop import run_chains
@@ -52,9 +55,10 @@ FOLD_BUDGET = 16 << 20
 class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
-    def __init__(self, pf: ProgramFile, plan: Plan, *, shared_arenas: dict, external: tuple = (),
-                 engine: str = "auto", fold: bool = True, seed: int | None = None):
+    def __init__(self, pf: ProgramFile, plan: ExecutionPlan, *, shared_arenas: dict, external: tuple = (),
+                 engine: str = "auto", fold: bool = True, seed: int | None = None, num_threads: int | None = None):
         self.pf = pf
+        self.num_threads = num_threads  # the Runtime's thread count (None: the process default when it runs)
         self.engine = engine  # which engine delegates compile for (see pterun.delegates.DelegateContext)
         self.plan = plan
         self.name = plan.name
@@ -123,7 +127,8 @@ class MethodRunner:
             raise DelegateError(f"{self.where}: delegate {i} needs backend {d.backend_id!r}, which is not "
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
-        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i))
+        n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
+        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n)
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -154,12 +159,15 @@ class MethodRunner:
         # NumPy's floating-point warnings (overflow to inf, 0/0) are part of the numbers, not errors;
         # the library never writes to stderr on its own
         token = quiet()
+        current = threads.current  # this thread's count is the method's while it runs (threads.use_threads)
+        prev, current.n = current.n, self.num_threads
         try:
             if hook is None:
                 run_chains(self)
             else:
                 run_observed(self, hook)
         finally:
+            current.n = prev
             restore(token)
 
     def loop_error(self, limit: int, n: int) -> InvalidProgramError:

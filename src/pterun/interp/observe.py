@@ -166,7 +166,7 @@ def trace(runner) -> list[TraceEntry]:
             return
         entries.append(TraceEntry(ev.chain, ev.index, ev.kind, ev.name, ev.node, False, ev.outputs()))
 
-    run_observed(runner, record)
+    runner.run(record)
     if runner.folded_events:  # chains with folded instructions have no jumps: program order is index order
         folded = [TraceEntry(e.chain, e.index, e.kind, e.name, None, True, e.outputs()) for e in runner.folded_events]
         entries = sorted(entries + folded, key=lambda t: (t.chain, t.index, -1 if t.node is None else t.node))

@@ -14,7 +14,7 @@ from functools import partial
 import numpy as np
 
 from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL,
-                                   MOVE_CALL, STATIC, TAG_NAMES, TENSOR, Plan)
+                                   MOVE_CALL, STATIC, TAG_NAMES, TENSOR, ExecutionPlan)
 from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry
 from pterun.interp.loop import JumpFalse
@@ -22,7 +22,7 @@ from pterun.interp.observe import Event, slot_reader
 from pterun.interp.tensor import Tensor
 
 
-def find_volatile(plan: Plan, tags: list) -> set[int]:
+def find_volatile(plan: ExecutionPlan, tags: list) -> set[int]:
     """Slots whose content or tensor view can change during a run."""
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
     vol = set()

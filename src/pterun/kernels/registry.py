@@ -25,12 +25,12 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from pterun.format.program import _Record  # immutable slotted records (dataclasses cost ~5 ms to import)
+from pterun.format.program import Record  # immutable slotted records (dataclasses cost ~5 ms to import)
 
 __all__ = ["Arg", "Schema", "Kernel", "KERNELS", "register", "parse_schema"]
 
 
-class Arg(_Record):
+class Arg(Record):
     """One schema argument. ``base`` is Tensor, int, float, bool, Scalar, ScalarType, str, MemoryFormat, Layout,
     Device (or a Sym type); ``optional``: the argument may be None; ``elem_optional``: list items may be None
     (``Tensor?[]``); ``kwarg_only``: after the schema's ``*``, where out arguments live."""
@@ -46,7 +46,7 @@ class Arg(_Record):
         return k + ("?" if self.optional else "")
 
 
-class Schema(_Record):
+class Schema(Record):
     """A parsed schema; ``mutable`` holds the indices of the written arguments."""
 
     __slots__ = ("name", "args", "returns", "mutable")

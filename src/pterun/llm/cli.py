@@ -68,7 +68,8 @@ def cmd_generate(args) -> int:
     try:
         from pterun.llm import GenerationConfig, TextLLMRunner
         t0 = time.perf_counter()
-        runner = TextLLMRunner(args.model, args.tokenizer, data_path=args.data_path or None)
+        runner = TextLLMRunner(args.model, args.tokenizer, data_path=args.data_path or None,
+                               runtime=getattr(args, "runtime", None))
         load_s = time.perf_counter() - t0
     except ImportError as e:
         print(f"pterun: error: {e}", file=sys.stderr)

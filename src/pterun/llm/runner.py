@@ -114,12 +114,14 @@ class TextLLMRunner:
         model_path: the ``.pte`` program.
         tokenizer_path: ``tokenizer.json`` (HuggingFace), a tiktoken file or a SentencePiece ``.model``.
         data_path: external weights (``.ptd``), or a list of them.
+        runtime: the :class:`pterun.Runtime` that loads the model (threads, engine); default
+            :meth:`pterun.Runtime.get`.
     """
 
     def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike,
-                 data_path: DataPath | None = None):
+                 data_path: DataPath | None = None, *, runtime: Runtime | None = None):
         load_start = now_ms()
-        program = Runtime.get().load_program(model_path, data_path=data_path)
+        program = (runtime or Runtime.get()).load_program(model_path, data_path=data_path)
         self._setup(program, load_tokenizer(tokenizer_path), str(model_path), load_start)
 
     @classmethod

@@ -29,22 +29,23 @@ from pterun.delegates import DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
 from pterun.errors import DelegateError, PterunError
 
-__all__ = ["ENGINES", "Plan", "XnnpackBackend", "engine_for", "load"]
+__all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load"]
 
 ENGINES = ("auto", "numpy", "litert")
 
 
-def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = ()):
+def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None):
     """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
-    ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values.
+    ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values;
+    ``num_threads`` is the loading Runtime's count (None: :func:`pterun.threads.num_threads`).
 
-    Returns the executor: a LiteRT plan, or a NumPy :class:`Plan` (whose ``engine_reason`` says why LiteRT was
+    Returns the executor: a LiteRT plan, or a NumPy :class:`NumpyPlan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
     """
     graph = Graph.read(blob, named_data)
     for capacities in call_args:
         _check_external_values(graph, capacities)
-    plan, reason = _litert(graph, engine, keep=True)
+    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads)
     if plan is not None:
         return plan
     plan = _numpy(graph)
@@ -72,13 +73,14 @@ def engine_for(graph: Graph, engine: str = "auto") -> tuple[str, str | None]:
     return ("litert", None) if plan is not None else ("numpy", reason)
 
 
-def litert_threads(graph: Graph) -> int:
-    """pterun's thread count, or 1 for a graph of small nodes (:data:`pterun.threads.LITERT_MIN_NODE_WORK`)."""
-    n = threads.num_threads()
+def litert_threads(graph: Graph, num_threads: int | None = None) -> int:
+    """The Runtime's thread count (``num_threads``; None: :func:`pterun.threads.num_threads`), or 1 for a graph
+    of small nodes (:data:`pterun.threads.LITERT_MIN_NODE_WORK`)."""
+    n = threads.num_threads() if num_threads is None else num_threads
     return 1 if n > 1 and graph.work_per_node() < threads.LITERT_MIN_NODE_WORK else n
 
 
-def _litert(graph: Graph, engine: str, keep: bool):
+def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None):
     """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -87,7 +89,7 @@ def _litert(graph: Graph, engine: str, keep: bool):
     from pterun.delegates.xnnpack import litert_engine as L
 
     try:
-        return L.build(graph, litert_threads(graph), fallback=lambda: _numpy(graph)), None
+        return L.build(graph, litert_threads(graph, num_threads), fallback=lambda: _numpy(graph)), None
     except L.Unavailable as e:
         if engine == "litert":
             raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
@@ -103,10 +105,10 @@ def _litert(graph: Graph, engine: str, keep: bool):
 
 
 def __getattr__(name: str):
-    if name == "Plan":  # the NumPy engine is imported when first needed (a program all on LiteRT never needs it)
-        from pterun.delegates.xnnpack.numpy_engine import Plan
+    if name == "NumpyPlan":  # the NumPy engine is imported when first needed (a program all on LiteRT never needs it)
+        from pterun.delegates.xnnpack.numpy_engine import NumpyPlan
 
-        return Plan
+        return NumpyPlan
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -130,7 +132,8 @@ class XnnpackBackend:
         return True
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
-        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()))
+        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
+                    getattr(ctx, "num_threads", None))
 
 
 register_backend(XnnpackBackend())

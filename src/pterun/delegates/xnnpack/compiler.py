@@ -24,7 +24,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.ops import clip
+from pterun.delegates.xnnpack.ops import Scratch, clip
 from pterun.errors import DelegateError
 
 F32 = np.float32
@@ -106,10 +106,12 @@ def rep_of(v: G.Value) -> Rep:
 
 
 class Compiler:
-    """The state node builders work against: the typed graph, slots, reps, and the steps emitted."""
+    """The state node builders work against: the typed graph, slots, reps, the steps emitted, and the plan's
+    work memory (``scratch``, handed to the kernels that need one; the plan owns it)."""
 
     def __init__(self, graph: G.Graph):
         self.graph = graph
+        self.scratch = Scratch()
         self.slots = {vid: i for i, vid in enumerate(graph.values)}
         self.reps = {vid: rep_of(v) for vid, v in graph.values.items()}
         self.defined = {vid for vid, v in graph.values.items() if v.data is not None or v.flags & 1}

@@ -212,7 +212,7 @@ def build_conv2d(c: Compiler, node) -> None:
     groups, oc = max(node.groups, 1), max(node.groups, 1) * node.group_output_channels
     check_filter(c, node, (oc, g.kernel[0], g.kernel[1], node.group_input_channels))
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, oc,
-              lambda w, b: ops.Conv2d(w, b, g, groups))
+              lambda w, b: ops.Conv2d(w, b, g, groups, c.scratch))
 
 
 @builds("DepthwiseConv2d")
@@ -224,7 +224,7 @@ def build_depthwise(c: Compiler, node) -> None:
         raise c.fail(f"depth multiplier {node.group_output_channels}/{node.group_input_channels} is below 1")
     check_filter(c, node, (1, g.kernel[0], g.kernel[1], channels * multiplier))
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, channels * multiplier,
-              lambda w, b: ops.DepthwiseConv2d(w, b, g, multiplier))
+              lambda w, b: ops.DepthwiseConv2d(w, b, g, multiplier, c.scratch))
 
 
 @builds("ConvTranspose2d")

@@ -221,7 +221,8 @@ def pool_geometry(c: Compiler, node) -> ops.Geometry:
 @builds("MaxPooling2d")
 def build_max_pool(c: Compiler, node) -> None:
     g = pool_geometry(c, node)
-    emit_raw(c, node, lambda a: ops.max_pool(a, g), node.input_id, node.output_id)
+    scratch = c.scratch
+    emit_raw(c, node, lambda a: ops.max_pool(a, g, scratch), node.input_id, node.output_id)
 
 
 @builds("AvgPooling2d")

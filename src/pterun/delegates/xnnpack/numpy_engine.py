@@ -2,8 +2,8 @@
 
 :func:`compile_graph` asks the registered builders (:mod:`.nodes`, :mod:`.gemm`, registry in :mod:`.compiler`)
 to turn each node into a small step ``step(env)`` with its weights already packed, then computes liveness
-(which slots die after which step), binds the external inputs and outputs, and returns a :class:`Plan`.
-``Plan.execute(args)`` converts the DelegateCall's input tensors, runs the steps and writes the outputs.
+(which slots die after which step), binds the external inputs and outputs, and returns a :class:`NumpyPlan`.
+``NumpyPlan.execute(args)`` converts the DelegateCall's input tensors, runs the steps and writes the outputs.
 
 Example::
 
@@ -21,21 +21,25 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import F32_DTYPE, input_array, write_output
 from pterun.delegates.xnnpack import nodes as _nodes  # noqa: F401  (registers the other node builders)
 from pterun.delegates.xnnpack.compiler import BUILDERS, NAMES, Compiler
+from pterun.delegates.xnnpack.ops import Scratch
 from pterun.errors import DelegateError, PterunError
 
-__all__ = ["BUILDERS", "NAMES", "Plan", "compile_graph"]
+__all__ = ["BUILDERS", "NAMES", "NumpyPlan", "compile_graph"]
 
 
-class Plan:
+class NumpyPlan:
     """A compiled graph: a value-table template with the constants preset, input bindings, a schedule of
-    (step, slots that die after it), and output bindings. Each call works on its own copy of the table (and
-    kernels use per-thread scratch buffers), so one plan can run from several threads at once."""
+    (step, slots that die after it), and output bindings. Each call works on its own copy of the table, and
+    kernels use the plan's work memory (``scratch``: per-thread buffers, freed with the plan), so one plan can
+    run from several threads at once."""
 
     engine = "numpy"
     engine_reason: str | None = None  # why the LiteRT engine does not run this graph (None: not asked for)
 
-    def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list):
+    def __init__(self, template: list, inputs: list, schedule: list, names: list, outputs: list,
+                 scratch: Scratch | None = None):
         self.template = template
+        self.scratch = scratch if scratch is not None else Scratch()  # the kernels' work memory
         self.inputs = inputs  # (ext_id, slot, rep, prepare-or-None)
         self.schedule = schedule  # (step, tuple of slots to release after it)
         self.names = names  # what each step runs, for error messages and the profiler
@@ -113,7 +117,7 @@ class Plan:
         self._write_outputs(args, env)
 
 
-def compile_graph(graph) -> Plan:
+def compile_graph(graph) -> NumpyPlan:
     """Validate the node list against the values and build the plan (``graph``: a typed :class:`~.graph.Graph`
     or a :class:`.payload.Graph` record); raises DelegateError."""
     graph = G.Graph.of(graph)
@@ -163,6 +167,6 @@ def compile_graph(graph) -> Plan:
             dead[step].append(c.slots[vid])
     inputs.sort(key=lambda t: t[0])
     outputs.sort(key=lambda t: t[0])
-    plan = Plan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs)
+    plan = NumpyPlan(template, inputs, list(zip(c.steps, map(tuple, dead))), names, outputs, c.scratch)
     plan.nodes = spans
     return plan

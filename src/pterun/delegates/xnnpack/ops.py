@@ -2,14 +2,16 @@
 
 Convolutions are prepared once and then called per run. ``Conv2d`` is one GEMM per layer that reads the OHWI
 filter in place as its ``[kh*kw*ic, oc]`` matrix (a transposed view, no copy); 1x1 convolutions multiply the
-input itself, others gather patches into a per-thread scratch matrix (a batched GEMM for grouped
+input itself, others gather patches into a scratch matrix (a batched GEMM for grouped
 convolutions). ``DepthwiseConv2d`` and max pooling do one multiply-add (or maximum) per kernel tap over the
 whole output, reading each tap's unit-stride rectangle of the input (of a stride phase plane) without a
 padded copy. ``ConvTranspose2d`` does one matmul followed by a scatter-add per tap. Nothing loops over
 elements in Python. The quantized paths reuse the same kernels on zero-point-corrected integer values.
 
-Work buffers (patch matrices, phase planes, temporaries) come from :func:`scratch`: one growing buffer per
-purpose and thread, so plans stay thread-safe and steady-state calls do not allocate them.
+Work buffers (patch matrices, phase planes, temporaries) come from a :class:`Scratch`: the work memory of the
+plan that owns it (each kernel that needs one is given its plan's at compile time), one growing buffer per
+purpose and thread, so a plan stays thread-safe, steady-state calls do not allocate, and the memory is freed
+with the plan.
 
 Example::
 
@@ -87,27 +89,40 @@ def taps(xp: np.ndarray, g: Geometry, oh: int, ow: int):
             yield ky, kx, rows[:, :, x0 : x0 + sw * (ow - 1) + 1 : sw]
 
 
-# -- per-thread work buffers -----------------------------------------------------------------------------------
-_tls = threading.local()
-
-
-def scratch(slot: str, shape: tuple, dtype=F32) -> np.ndarray:
-    """A reusable per-thread buffer of ``shape`` (contents undefined) for one kernel-internal purpose.
+# -- work buffers ------------------------------------------------------------------------------------------------
+class Scratch:
+    """The work memory of one plan: ``scratch(slot, shape, dtype)`` is a reusable buffer (contents undefined) for
+    one kernel-internal purpose, one per slot and thread, grown to the largest request.
 
     Kernels gather patches, phase planes and temporaries here instead of allocating (and page-faulting) fresh
     memory on every call. A buffer never leaves the kernel that asked for it: the next call with the same
-    ``slot`` on this thread overwrites it. One buffer per slot and thread, grown to the largest request.
+    ``slot`` on the same thread overwrites it, so one plan (and the pool threads its kernels split over) can run
+    from several threads at once. The buffers are freed with the Scratch, that is with the plan that owns it
+    (and a thread's share when that thread ends).
     """
-    dt = np.dtype(dtype)
-    n = dt.itemsize * math.prod(shape)
-    buf = getattr(_tls, slot, None)
-    if buf is None or buf.nbytes < n:
-        buf = np.empty(max(n, 64), np.uint8)
-        setattr(_tls, slot, buf)
-    return buf[:n].view(dt).reshape(shape)
+
+    __slots__ = ("__weakref__", "_tls")
+
+    def __init__(self):
+        self._tls = threading.local()
+
+    def __call__(self, slot: str, shape: tuple, dtype=F32) -> np.ndarray:
+        dt = np.dtype(dtype)
+        n = dt.itemsize * math.prod(shape)
+        tls = self._tls
+        buf = getattr(tls, slot, None)
+        if buf is None or buf.nbytes < n:
+            buf = np.empty(max(n, 64), np.uint8)
+            setattr(tls, slot, buf)
+        return buf[:n].view(dt).reshape(shape)
+
+    def nbytes(self) -> int:
+        """Bytes this thread's buffers hold."""
+        return sum(b.nbytes for b in vars(self._tls).values())
 
 
-def padded(x: np.ndarray, pads: tuple[int, int, int, int], slot: str, channels_first: bool = False) -> np.ndarray:
+def padded(scratch: Scratch, x: np.ndarray, pads: tuple[int, int, int, int], slot: str,
+           channels_first: bool = False) -> np.ndarray:
     """``x`` (NHWC) zero-padded into a scratch buffer, NHWC or (``channels_first``) NCHW; ``x`` itself (or its
     NCHW view) when there is nothing to pad."""
     pt, pr, pb, pl = pads
@@ -165,7 +180,7 @@ def _phase(offset: int, stride: int) -> tuple[int, int]:
     return a, (offset - a) // stride
 
 
-def phase_planes(x: np.ndarray, g: Geometry, phases: list, slot: str) -> list:
+def phase_planes(scratch: Scratch, x: np.ndarray, g: Geometry, phases: list, slot: str) -> list:
     """The phase planes of ``x`` (NHWC) as contiguous ``[n, rows, cols * c]`` arrays."""
     n, h, w, c = x.shape
     sh, sw = g.stride
@@ -255,10 +270,13 @@ class Conv2d:
     ``[kh*kw*ic, m]`` (one long copy per tap and channel), which the GEMM reads transposed. 1x1 unpadded
     convolutions multiply the input itself. With several threads (:mod:`pterun.threads`) a large layer is
     split by output rows: each thread gathers its own patches and multiplies them into its rows of the output.
-    ``clamp`` (lo, hi), when set, is applied to each part while it is still in cache.
+    ``clamp`` (lo, hi), when set, is applied to each part while it is still in cache. ``scratch``: the owning
+    plan's work memory (None: a Scratch of this convolution's own).
     """
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, groups: int = 1):
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, groups: int = 1,
+                 scratch: Scratch | None = None):
+        self.scratch = scratch if scratch is not None else Scratch()
         oc, kh, kw, icg = weight.shape
         self.geom, self.groups, self.oc = geom, groups, oc
         self.pointwise = (kh, kw) == (1, 1) and geom.padding == (0, 0, 0, 0) and not geom.same_padding
@@ -292,7 +310,7 @@ class Conv2d:
                     self._gemm(cols, y)
             else:
                 tap_major = c < 16
-                xp = padded(x, g.pads(h, w), "conv_pad", channels_first=tap_major)
+                xp = padded(self.scratch, x, g.pads(h, w), "conv_pad", channels_first=tap_major)
                 gather = self._im2col_tap_major if tap_major else self._im2col
                 if split and n == 1:
                     parallel_for(oh, lambda r0, r1: self._gemm(gather(xp, n, c, r0, r1, ow),
@@ -300,7 +318,7 @@ class Conv2d:
                 else:
                     self._gemm(gather(xp, n, c, 0, oh, ow), y)
             return y.reshape(n, oh, ow, self.oc)
-        cols = self._im2col(padded(x, g.pads(h, w), "conv_pad"), n, c, 0, oh, ow)
+        cols = self._im2col(padded(self.scratch, x, g.pads(h, w), "conv_pad"), n, c, 0, oh, ow)
         icg = c // self.groups
         cols = cols.reshape(m, kh * kw, self.groups, icg).transpose(2, 0, 1, 3).reshape(self.groups, m, -1)
         y = split_matmul(cols, self.wmat, self.k_splits).transpose(1, 0, 2).reshape(m, self.oc)
@@ -326,7 +344,7 @@ class Conv2d:
         g = self.geom
         (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
         r = r1 - r0
-        cols = scratch("conv_cols", (n, r, ow, kh, kw, c), xp.dtype)
+        cols = self.scratch("conv_cols", (n, r, ow, kh, kw, c), xp.dtype)
         if dw == 1:  # the kw taps of a row are kw*c adjacent elements: one copy per kernel row
             xp = np.ascontiguousarray(xp)
             hp, wp = xp.shape[1:3]
@@ -349,7 +367,7 @@ class Conv2d:
         g = self.geom
         (kh, kw), (sh, sw), (dh, dw) = g.kernel, g.stride, g.dilation
         r = r1 - r0
-        cols = scratch("conv_cols", (kh, kw, c, n, r, ow), xp.dtype)
+        cols = self.scratch("conv_cols", (kh, kw, c, n, r, ow), xp.dtype)
         for ky in range(kh):
             y0 = ky * dh + sh * r0
             rows = xp[:, :, y0 : y0 + sh * (r - 1) + 1 : sh]
@@ -364,10 +382,13 @@ class DepthwiseConv2d:
     One multiply and one add per kernel tap over the whole output, with rows of ``ow * channels`` contiguous
     elements: each tap reads a unit-stride rectangle of the input (of a phase plane when strided) and skips
     the padding instead of reading a padded copy; its weights are tiled along the row once per input size.
-    With several threads a large layer is split by output rows; ``clamp`` works as in :class:`Conv2d`.
+    With several threads a large layer is split by output rows; ``clamp`` and ``scratch`` work as in
+    :class:`Conv2d`.
     """
 
-    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, depth_multiplier: int):
+    def __init__(self, weight: np.ndarray, bias: np.ndarray | None, geom: Geometry, depth_multiplier: int,
+                 scratch: Scratch | None = None):
+        self.scratch = scratch if scratch is not None else Scratch()
         self.w = np.asarray(weight, F32).reshape(weight.shape[1:])  # [kh, kw, oc]
         self.bias = None if bias is None else np.asarray(bias, F32).reshape(-1)
         self.geom, self.dm = geom, depth_multiplier
@@ -397,7 +418,7 @@ class DepthwiseConv2d:
         out = np.empty((n, oh, ow * c), F32)
         if out.size == 0:
             return out.reshape(n, oh, ow, c)
-        planes = phase_planes(x.astype(F32, copy=False), self.geom, phases, "dw_planes")
+        planes = phase_planes(self.scratch, x.astype(F32, copy=False), self.geom, phases, "dw_planes")
 
         def rows(r0: int, r1: int) -> None:
             self._rows(planes, steps, full, bias, out, r0, r1)
@@ -422,7 +443,7 @@ class DepthwiseConv2d:
         else:
             part.fill(0)
         n = out.shape[0]
-        tmp = scratch("dw_tmp", (part.size,))
+        tmp = self.scratch("dw_tmp", (part.size,))
         for p, i0, j0, j1, o0, o1, k0, k1, wv in steps[first:]:
             a, b = max(o0, r0), min(o1, r1)
             if a >= b:
@@ -485,8 +506,9 @@ def lowest(dtype: np.dtype):
     return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
 
 
-def max_pool(x: np.ndarray, g: Geometry) -> np.ndarray:
-    """Max pooling; padded positions never win (XNNPACK reads only real input pixels)."""
+def max_pool(x: np.ndarray, g: Geometry, scratch: Scratch | None = None) -> np.ndarray:
+    """Max pooling; padded positions never win (XNNPACK reads only real input pixels). ``scratch``: the owning
+    plan's work memory for the phase planes (None: fresh memory)."""
     n, h, w, c = x.shape
     oh, ow, phases, tps = window_taps(g, h, w)
     tps, full = _full_first(tps, oh, ow)
@@ -495,7 +517,7 @@ def max_pool(x: np.ndarray, g: Geometry) -> np.ndarray:
         return out.reshape(n, oh, ow, c)
     if not full:
         out.fill(lowest(x.dtype))
-    planes = phase_planes(x, g, phases, "pool_planes")
+    planes = phase_planes(scratch if scratch is not None else Scratch(), x, g, phases, "pool_planes")
     for i, (_, _, p, iy0, ix0, oy0, oy1, ox0, ox1) in enumerate(tps):
         src = planes[p][:, iy0 : iy0 + oy1 - oy0, ix0 * c : (ix0 + ox1 - ox0) * c]
         if i == 0 and full:

@@ -1,10 +1,11 @@
 """Describe a ``.pte`` program as plain data: methods, inputs/outputs, operators, delegates, memory, segments.
 
-``pterun inspect`` prints this; ``describe(path)`` returns it as a dict of JSON-ready values.
+``pterun inspect`` prints this; ``describe(path)`` returns it as a dict of JSON-ready values. (The module was
+``pterun.inspect``, a name that shadowed the standard library's ``inspect``.)
 
 Example::
 
-    >>> from pterun.inspect import describe
+    >>> from pterun.summary import describe
     >>> info = describe("model.pte")                        # doctest: +SKIP
     >>> info["methods"][0]["name"]                          # doctest: +SKIP
     'forward'
@@ -15,14 +16,13 @@ from __future__ import annotations
 from collections import Counter
 
 from pterun.format import dtypes
-from pterun.format.program import (DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, Plan)
-from pterun.format.ptd import read_ptd
-from pterun.runtime import DataPath, Program, ProgramSource, Runtime
+from pterun.format.program import DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, ExecutionPlan
+from pterun.runtime import DataPath, Program, ProgramSource, Runtime, read_data_file
 
 __all__ = ["describe"]
 
 
-def _value_info(plan: Plan, index: int) -> dict:
+def _value_info(plan: ExecutionPlan, index: int) -> dict:
     tag, p = plan.values[index]
     if tag != TENSOR:
         return {"kind": TAG_NAMES.get(tag, str(tag))}
@@ -65,7 +65,7 @@ def _delegate_info(prog: Program, d, calls: int) -> dict:
     return info
 
 
-def _is_constant_method(plan: Plan) -> bool:
+def _is_constant_method(plan: ExecutionPlan) -> bool:
     return not plan.inputs and all(not c for c in plan.chains)
 
 
@@ -78,9 +78,8 @@ def _identifier(source) -> bytes:
 
 def describe_ptd(source: ProgramSource) -> dict:
     """Keys of a ``.ptd`` external-data file with dtype, shape and size."""
-    from pterun.runtime import _open
-    buf, name, _keep = _open(source, what="external data file")
-    ptd = read_ptd(buf, name)
+    ptd = read_data_file(source)
+    name = ptd.name
     entries = []
     for key in sorted(ptd.keys()):
         layout = ptd.layout(key)
@@ -93,18 +92,21 @@ def describe_ptd(source: ProgramSource) -> dict:
     return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}
 
 
-def describe(source: ProgramSource | None, *, program: Program | None = None, data_path: DataPath | None = None) -> dict:
+def describe(source: ProgramSource | None, *, program: Program | None = None, data_path: DataPath | None = None,
+             runtime: Runtime | None = None) -> dict:
     """Everything ``pterun inspect`` shows: for a ``.pte`` path/bytes (or an already loaded ``program``), a
-    ``.ptd`` file (its keys), or a ``.bpte`` bundled program (its embedded program and test cases)."""
+    ``.ptd`` file (its keys), or a ``.bpte`` bundled program (its embedded program and test cases), loaded by
+    ``runtime`` (default: :meth:`Runtime.get`)."""
     bundled = None
+    rt = runtime if runtime is not None else Runtime.get()
     if program is None:
         ident = _identifier(source)
         if ident == b"FT01":
             return describe_ptd(source)
         if ident == b"BP08":
-            bundled = Runtime.get().load_bundled_program(source, data_path=data_path)
+            bundled = rt.load_bundled_program(source, data_path=data_path)
             program = bundled.program
-    prog = program if program is not None else Runtime.get().load_program(source, data_path=data_path)
+    prog = program if program is not None else rt.load_program(source, data_path=data_path)
     pf = prog.file
     methods = []
     for h in pf.plan_headers:
@@ -139,18 +141,14 @@ def describe(source: ProgramSource | None, *, program: Program | None = None, da
         else max(len(pf.constant_buffers) - 1, 0),
         "named_data_keys": sorted(pf.named_data),
         "supported": {"operators_missing": sorted({op for m in methods for op in m["operators"]}
-                                                  - prog_operator_names()),
+                                                  - rt.operator_registry.operator_names),
                       "backends_missing": sorted({d["backend"] for m in methods for d in m["delegates"]}
-                                                 - set(Runtime.get().backend_registry.registered_backend_names))},
+                                                 - set(rt.backend_registry.registered_backend_names))},
     }
     if bundled is not None:
         info["kind"] = "bundled program (.bpte)"
         info["test_cases"] = {m: len(bundled.test_cases(m)) for m in sorted(bundled.method_names)}
     return info
-
-
-def prog_operator_names() -> set[str]:
-    return Runtime.get().operator_registry.operator_names
 
 
 def _delegate_lines(delegates: list[dict]) -> list[str]:

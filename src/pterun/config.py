@@ -1,0 +1,131 @@
+"""pterun's settings, and the one place that reads them from the environment.
+
+Every setting comes from, first to last: the argument (``load_program(engine=...)``, then the
+:class:`~pterun.Runtime`'s own ``Runtime(engine=...)``; on the command line, the flag), then its environment
+variable, then the default:
+
+* threads: ``Runtime(num_threads=)``; for methods of a Runtime without one, the process default
+  (:func:`pterun.threads.set_num_threads`, which ``pterun --threads`` sets), then ``PTERUN_NUM_THREADS``, then
+  the cores the process may use;
+* engine: ``load_program(engine=)``, ``Runtime(engine=)``, ``PTERUN_ENGINE``, ``"auto"``;
+* tensor output: ``load_program(tensor_output=)``, ``Runtime(tensor_output=)``, ``PTERUN_TENSOR_OUTPUT``,
+  ``EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), ``"numpy"``;
+* constant folding: ``Runtime(fold=)``, ``PTERUN_NO_FOLD`` (set to anything: off), on;
+* random seed: ``Runtime(seed=)``, else OS entropy (no variable).
+
+The environment is read when a program is loaded (threads: when the process default is first needed), so a
+variable set before the first load counts. BLAS's own variables (:data:`BLAS_ENV`) are only looked at, to leave
+BLAS alone when the user set one. Nothing else in pterun reads ``os.environ``.
+
+Example::
+
+    >>> check_engine("NumPy", "engine")
+    'numpy'
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "BLAS_ENV",
+    "ENGINE_CHOICES",
+    "ENV_ENGINE",
+    "ENV_ET_OUTPUT",
+    "ENV_NO_FOLD",
+    "ENV_OUTPUT",
+    "ENV_THREADS",
+    "TENSOR_OUTPUT_CHOICES",
+    "blas_env_set",
+    "check_engine",
+    "check_tensor_output",
+    "check_threads",
+    "env_engine",
+    "env_fold",
+    "env_tensor_output",
+    "env_threads",
+]
+
+ENGINE_CHOICES = ("auto", "numpy", "litert")
+TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
+
+ENV_THREADS = "PTERUN_NUM_THREADS"
+ENV_ENGINE = "PTERUN_ENGINE"
+ENV_NO_FOLD = "PTERUN_NO_FOLD"
+ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
+ENV_ET_OUTPUT = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
+#: the BLAS libraries' own thread settings: when the user set one of these, pterun leaves BLAS alone
+BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
+            "VECLIB_MAXIMUM_THREADS")
+
+
+def _choice(value: object, choices: tuple, source: str) -> str:
+    v = str(value).strip().lower()
+    if v not in choices:
+        raise ValueError(f"{source} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}")
+    return v
+
+
+def check_engine(value: object, source: str = "engine") -> str:
+    """``value`` as one of :data:`ENGINE_CHOICES` (case and spaces ignored); ValueError naming ``source``."""
+    return _choice(value, ENGINE_CHOICES, source)
+
+
+def check_tensor_output(value: object, source: str = "tensor_output") -> str:
+    """``value`` as one of :data:`TENSOR_OUTPUT_CHOICES`; ValueError naming ``source``."""
+    return _choice(value, TENSOR_OUTPUT_CHOICES, source)
+
+
+def check_threads(n: int, source: str = "num_threads") -> int:
+    """``n`` as a thread count of at least 1; ValueError naming ``source``."""
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"{source} must be at least 1, got {n}")
+    return n
+
+
+def env_threads() -> int | None:
+    """``$PTERUN_NUM_THREADS``, or None when unset or empty; ValueError when it is not a positive integer."""
+    raw = os.environ.get(ENV_THREADS, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"{ENV_THREADS} must be a positive integer, got {raw!r}")
+    return n
+
+
+def env_engine() -> str | None:
+    """``$PTERUN_ENGINE`` (checked), or None when unset or empty."""
+    raw = os.environ.get(ENV_ENGINE)
+    return check_engine(raw, ENV_ENGINE) if raw else None
+
+
+def env_fold() -> bool:
+    """Constant folding is on unless ``$PTERUN_NO_FOLD`` is set (to anything non-empty)."""
+    return not os.environ.get(ENV_NO_FOLD)
+
+
+def env_tensor_output() -> str | None:
+    """``$PTERUN_TENSOR_OUTPUT``, else ``$EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy),
+    checked; None when neither is set."""
+    raw = os.environ.get(ENV_OUTPUT)
+    if raw:
+        return check_tensor_output(raw, ENV_OUTPUT)
+    raw = os.environ.get(ENV_ET_OUTPUT)
+    if raw:
+        v = raw.strip().lower()
+        if v == "executorch":
+            return "numpy"
+        if v == "torch":
+            return "torch"
+        raise ValueError(f"{ENV_ET_OUTPUT} must be 'executorch' or 'torch', got {raw!r}")
+    return None
+
+
+def blas_env_set() -> list[str]:
+    """The BLAS thread variables (:data:`BLAS_ENV`) the user set."""
+    return [v for v in BLAS_ENV if os.environ.get(v)]
