@@ -11,6 +11,7 @@ variable, then the default:
 * tensor output: ``load_program(tensor_output=)``, ``Runtime(tensor_output=)``, ``PTERUN_TENSOR_OUTPUT``,
   ``EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), ``"numpy"``;
 * constant folding: ``Runtime(fold=)``, ``PTERUN_NO_FOLD`` (set to anything: off), on;
+* merging neighbouring delegate calls: ``Runtime(merge_delegates=)``, ``PTERUN_NO_MERGE`` (set to anything: off), on;
 * random seed: ``Runtime(seed=)``, else OS entropy (no variable).
 
 The environment is read when a program is loaded (threads: when the process default is first needed), so a
@@ -33,6 +34,7 @@ __all__ = [
     "ENV_ENGINE",
     "ENV_ET_OUTPUT",
     "ENV_NO_FOLD",
+    "ENV_NO_MERGE",
     "ENV_OUTPUT",
     "ENV_THREADS",
     "TENSOR_OUTPUT_CHOICES",
@@ -42,6 +44,7 @@ __all__ = [
     "check_threads",
     "env_engine",
     "env_fold",
+    "env_merge",
     "env_tensor_output",
     "env_threads",
 ]
@@ -52,6 +55,7 @@ TENSOR_OUTPUT_CHOICES = ("numpy", "torch")
 ENV_THREADS = "PTERUN_NUM_THREADS"
 ENV_ENGINE = "PTERUN_ENGINE"
 ENV_NO_FOLD = "PTERUN_NO_FOLD"
+ENV_NO_MERGE = "PTERUN_NO_MERGE"
 ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
 ENV_ET_OUTPUT = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
 #: the BLAS libraries' own thread settings: when the user set one of these, pterun leaves BLAS alone
@@ -107,6 +111,11 @@ def env_engine() -> str | None:
 def env_fold() -> bool:
     """Constant folding is on unless ``$PTERUN_NO_FOLD`` is set (to anything non-empty)."""
     return not os.environ.get(ENV_NO_FOLD)
+
+
+def env_merge() -> bool:
+    """Merging neighbouring delegate calls is on unless ``$PTERUN_NO_MERGE`` is set (to anything non-empty)."""
+    return not os.environ.get(ENV_NO_MERGE)
 
 
 def env_tensor_output() -> str | None:

@@ -109,12 +109,18 @@ class Runtime:
     """Entry point: ``Runtime.get().load_program(path)``."""
 
     def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None,
-                 engine: str | None = None, fold: bool | None = None, seed: int | None = None):
+                 engine: str | None = None, fold: bool | None = None, seed: int | None = None,
+                 merge_delegates: bool | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
             fold: compute instructions whose inputs are all constants once, at method load (constant
                 folding). ``None``: on, unless ``$PTERUN_NO_FOLD`` is set when a program is loaded.
+            merge_delegates: run neighbouring XNNPACK delegate calls (with the ``mean`` operators between them)
+                as one LiteRT graph, when LiteRT runs them: an exported LLM's decode step makes ~120 delegate calls
+                where ~25 do. Intermediate values inside a merged call are not in the method's memory, so
+                :meth:`Method.trace` shows the merged call as one instruction; turn it off to trace every
+                delegate call. ``None``: on, unless ``$PTERUN_NO_MERGE`` is set when a program is loaded.
             seed: seeds the random generator each loaded method owns for its random operators (rand, randn,
                 dropout), so runs are reproducible; ``None``: seeded from OS entropy.
             num_threads: the threads this runtime's methods compute on: large convolutions and matrix products
@@ -133,6 +139,7 @@ class Runtime:
         self.tensor_output = None if tensor_output is None else config.check_tensor_output(tensor_output)
         self.engine = None if engine is None else config.check_engine(engine)
         self.fold = fold
+        self.merge_delegates = merge_delegates
         self.seed = seed
         self._threads = None if num_threads is None else config.check_threads(num_threads)
         if num_threads is not None:
@@ -191,8 +198,9 @@ class Runtime:
             _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
         fold = self.fold if self.fold is not None else config.env_fold()
+        merge = self.merge_delegates if self.merge_delegates is not None else config.env_merge()
         return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine,
-                       fold=fold, seed=self.seed, num_threads=self._threads)
+                       fold=fold, seed=self.seed, num_threads=self._threads, merge=merge)
 
     def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
@@ -389,10 +397,11 @@ class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
     def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
-                 engine: str = "auto", *, fold: bool = True, seed: int | None = None, num_threads: int | None = None):
+                 engine: str = "auto", *, fold: bool = True, seed: int | None = None, num_threads: int | None = None,
+                 merge: bool = True):
         self._pf = pf
         # the Runtime's configuration, passed to every method
-        self._fold, self._seed, self._threads = fold, seed, num_threads
+        self._fold, self._seed, self._threads, self._merge = fold, seed, num_threads, merge
         self._engine = engine
         self._external = external
         self._keepalive = keepalive
@@ -462,7 +471,8 @@ class Program:
                 try:
                     runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
                                                       external=self._external, engine=self._engine,
-                                                      fold=self._fold, seed=self._seed, num_threads=self._threads),
+                                                      fold=self._fold, seed=self._seed, num_threads=self._threads,
+                                                      merge=self._merge),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
                     threads.use_threads(prev)

@@ -20,9 +20,11 @@ Example::
 from __future__ import annotations
 
 import threading
+from functools import partial
 
 from pterun import threads
 from pterun._fpstate import quiet, restore
+from pterun._log import logger
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import DelegateError, InvalidProgramError, KernelError, NotSupportedError, OperatorMissingError, \
     PterunError
@@ -32,6 +34,7 @@ from pterun.interp.binding import Binder
 from pterun.interp.fold import Folder
 from pterun.interp.loop import run_chains
 from pterun.interp.memory import Memory
+from pterun.interp.merge import DelegatePart, find_runs, slots_read_outside
 from pterun.interp.observe import Event, run_observed
 from pterun.interp.steps import StepBuilder, find_volatile, kernels_for
 from pterun.interp.tensor import Tensor
@@ -56,7 +59,8 @@ class MethodRunner:
     """One loaded method: its values, memory and resolved steps."""
 
     def __init__(self, pf: ProgramFile, plan: ExecutionPlan, *, shared_arenas: dict, external: tuple = (),
-                 engine: str = "auto", fold: bool = True, seed: int | None = None, num_threads: int | None = None):
+                 engine: str = "auto", fold: bool = True, seed: int | None = None, num_threads: int | None = None,
+                 merge: bool = True):
         self.pf = pf
         self.num_threads = num_threads  # the Runtime's thread count (None: the process default when it runs)
         self.engine = engine  # which engine delegates compile for (see pterun.delegates.DelegateContext)
@@ -70,8 +74,17 @@ class MethodRunner:
         self.inputs = plan.inputs
         self.outputs = plan.outputs
         self.uses_shared_arenas = len(plan.buffer_sizes) > 2
-        self.executors = [self._init_delegate(i, d) for i, d in enumerate(plan.delegates)]
         self.volatile = find_volatile(plan, self.tags)
+        self.executors: list = [None] * len(plan.delegates)
+        self.merged: dict = {}  # (chain, first instruction) -> (Run, executor, argument slots)
+        self.absorbed: set = set()  # (chain, instruction) of every instruction a merged call runs
+        if merge:
+            self._merge_delegates()
+        called = {ins.delegate_index for ci, c in enumerate(plan.chains) for pc, ins in enumerate(c)
+                  if ins.kind == DELEGATE_CALL and (ci, pc) not in self.absorbed}
+        for i, d in enumerate(plan.delegates):
+            if self.executors[i] is None or i in called:
+                self.executors[i] = self._init_delegate(i, d)
         self.binder = Binder(self.values, self.tags, self.volatile, self.where)
         self.folded: list[tuple[int, int, str]] = []  # (chain, instruction, operator) computed at load
         self.folded_events: list[Event] = []  # the same, as Method.trace reports them
@@ -136,6 +149,39 @@ class MethodRunner:
         except Exception as e:  # a backend bug must still surface as a pterun error
             raise DelegateError(f"{self.where}: backend {d.backend_id!r} failed to initialise delegate {i}: "
                                 f"{type(e).__name__}: {e}") from e
+
+    def _merge_delegates(self) -> None:
+        """Runs of neighbouring delegate calls that their backend compiles into one (pterun.interp.merge)."""
+        plan = self.plan
+
+        def merger(i: int) -> str | None:
+            if not 0 <= i < len(plan.delegates):
+                return None
+            name = plan.delegates[i].backend_id
+            backend = BACKENDS.get(name) if name in BACKENDS else None
+            return name if backend is not None and hasattr(backend, "merge") and backend.is_available() else None
+
+        runs = find_runs(plan, self.values, self.tags, self.volatile, merger, lambda b, op: BACKENDS[b].absorbs(op))
+        if not runs:
+            return
+        outside = slots_read_outside(plan, self.tags, self.values)
+        for run in runs:
+            indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
+            n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
+            ctx = DelegateContext(self.pf.name, self.name, indices[0], self.named_data, self.engine, (), n)
+            try:
+                blobs = {i: self.pf.delegate_blob(plan.delegates[i]) for i in indices}
+                got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values)
+            except Exception as e:  # the delegates then load one by one, and report their own errors
+                logger().debug("%s: delegates %s not merged: %s: %s", self.where, indices, type(e).__name__, e)
+                continue
+            if got is None:
+                continue
+            ex, args = got
+            self.merged[run.chain, run.start] = (run, ex, args)
+            self.absorbed.update((run.chain, pc) for pc in range(run.start, run.stop))
+            for i in indices:
+                self.executors[i] = ex
 
     def _call_args(self, i: int) -> tuple:
         """Per DelegateCall of delegate ``i``: each argument's largest element count (None: not a tensor)."""

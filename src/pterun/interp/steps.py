@@ -72,8 +72,20 @@ class StepBuilder:
         steps, info, events, delegates = [], [], [], {}
         has_jumps = False
         values, tags = self.values, self.tags
+        merged = self.runner.merged  # (chain, first instruction) -> (run, executor, argument slots)
+        absorbed = self.runner.absorbed  # (chain, instruction) of every instruction a merged call runs
         for pc, ins in enumerate(chain):
             kind = ins.kind
+            if (ci, pc) in absorbed:
+                if (ci, pc) in merged:
+                    run, ex, b = merged[ci, pc]
+                    name = f"delegate {run.backend}"
+                    get = values.__getitem__
+                    steps.append(lambda ex=ex, b=b: ex.execute(list(map(get, b))))
+                    info.append((name, b, pc))
+                    events.append(Event(ci, pc, "DelegateCall", name, slot_reader(values, tags, _delegate_outputs(ex, b)),
+                                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call"))
+                continue
             if kind == KERNEL_CALL:
                 name, b = self.plan.operators[ins.op_index], ins.args
                 kernel = KERNELS[name]

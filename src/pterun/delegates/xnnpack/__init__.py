@@ -135,5 +135,33 @@ class XnnpackBackend:
         return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
                     getattr(ctx, "num_threads", None))
 
+    def absorbs(self, op) -> bool:
+        """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`)."""
+        from pterun.delegates.xnnpack.merge import absorbs
+
+        return absorbs(op)
+
+    def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list):
+        """One LiteRT executor for a run of delegate calls (:mod:`pterun.interp.merge`), or None: the run's graphs
+        do not join, or LiteRT cannot take the merged graph (the engine is ``"numpy"``, LiteRT is missing, a node
+        it lacks). Returns (executor, the merged call's argument slots)."""
+        from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
+
+        if ctx.engine == "numpy":
+            return None
+        graphs = {}
+        for i, blob in blobs.items():
+            graphs[i] = g = Graph.read(blob, ctx.named_data)
+            for p in parts:
+                if getattr(p, "delegate_index", None) == i:
+                    _check_external_values(g, tuple(getattr(tensors[a], "capacity", None) for a in p.args))
+        try:
+            graph, args = merge_graphs(parts, graphs, outside, tensors)
+        except CannotMerge as e:
+            logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
+            return None
+        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None))
+        return None if plan is None else (plan, args)
+
 
 register_backend(XnnpackBackend())

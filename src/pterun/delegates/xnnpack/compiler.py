@@ -168,6 +168,7 @@ class Compiler:
 # -- the builder registry: node kind -> builder(compiler, node) ------------------------------------------------
 BUILDERS: dict[int, Callable] = {}
 NAMES = {name: kind for kind, (name, _) in G.NODE_TYPES.items()}
+NAMES.update({name: kind for kind, name in G.EXTRA_NODE_TYPES.items()})
 
 
 def builds(*names):

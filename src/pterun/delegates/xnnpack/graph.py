@@ -30,7 +30,7 @@ from pterun.delegates.xnnpack.payload import (  # noqa: F401  (the graph's vocab
     QUINT8, STORAGE_DTYPES, VALUE_EXTERNAL_INPUT, VALUE_EXTERNAL_OUTPUT, Node, Quant, Value)
 from pterun.errors import DelegateError
 
-__all__ = ["Graph", "BF16", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
+__all__ = ["Graph", "MEAN", "EXTRA_NODE_TYPES", "BF16", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
            "FLAG_TENSORFLOW_LEGACY", "FLAG_TENSORFLOW_SAME_PADDING", "FLAG_TRANSPOSE_WEIGHTS", "FP16", "FP32", "INT32",
            "INVALID_ID", "NODE_TYPES", "PER_CHANNEL", "PER_CHANNEL_GROUP", "PER_TENSOR", "PER_TOKEN", "QBINT4",
            "QCINT4", "QCINT8", "QCINT32", "QDINT8", "QINT8", "QINT32", "QUANTIZED", "QUINT8", "STORAGE_DTYPES",
@@ -38,6 +38,12 @@ __all__ = ["Graph", "BF16", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNE
 
 F32 = np.float32
 Fail = Callable[[str], Exception]
+
+#: Node kinds of pterun's own, beyond the payload format's: a mean over ``axes`` (fields ``input_id``,
+#: ``output_id``, ``axes``, ``keepdim``), which merged graphs hold where the program ran ``aten::mean.out``
+#: between two delegates (:mod:`.merge`).
+MEAN = -1
+EXTRA_NODE_TYPES = {MEAN: "Mean"}
 
 
 def _fail(what: str) -> DelegateError:

@@ -242,6 +242,12 @@ class NodeRules:
         self.op("MEAN", [self.tensor_of(n.input_id), self.i32(list(range(1, rank - 1)))],
                 [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.flags & G.FLAG_KEEP_DIMS))
 
+    def node_Mean(self, n: G.Node) -> None:
+        """pterun's mean node (a merged graph's RMSNorm mean): TFLite's MEAN over the same axes."""
+        residual = self.residual(n)
+        self.op("MEAN", [self.tensor_of(n.input_id), self.i32(list(n.axes))],
+                [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.keepdim))
+
     def node_binary(self, n: G.Node) -> None:
         name, options = _BINARY[n.name]
         vals = [self.value(v) for v in (n.input1_id, n.input2_id, n.output_id)]

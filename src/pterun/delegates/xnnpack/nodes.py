@@ -19,6 +19,8 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
@@ -247,6 +249,20 @@ def build_global_avg_pool(c: Compiler, node) -> None:
 
         return c.emit(step)
     emit_unary(c, node, lambda a: ops.global_avg_pool(a, keep), node.input_id, node.output_id)
+
+
+@builds("Mean")
+def build_mean(c: Compiler, node) -> None:
+    """A float32 mean over ``axes`` (pterun's own node: merged graphs hold the program's ``mean.out`` between two
+    delegates), summed in float32 as ExecuTorch's portable kernel does."""
+    axes, keep = tuple(node.axes), bool(node.keepdim)
+
+    def mean(a):
+        count = math.prod(a.shape[k] for k in axes)
+        s = np.add.reduce(a, axis=axes, dtype=F32, keepdims=keep)
+        return np.divide(s, F32(count), out=s) if isinstance(s, np.ndarray) else s / F32(count)
+
+    emit_unary(c, node, mean, node.input_id, node.output_id)
 
 
 @builds("ArgMaxPooling2d")

@@ -1,0 +1,151 @@
+"""Merging neighbouring XNNPACK delegate calls into one LiteRT graph (pterun.interp.merge and
+pterun.delegates.xnnpack.merge): which runs are found, how graphs join (and when they must not), the mean node on
+both engines, and the settings that turn it off."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pterun import Runtime
+from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
+from pterun.delegates.xnnpack.numpy_engine import compile_graph
+from pterun.format.program import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
+from pterun.interp.merge import Absorbed, DelegatePart
+from test_xnnpack import Graph, out_tensor, tensor
+
+HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
+needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+LLM = Path(__file__).parent / "fixtures" / "llm"
+RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def default_settings(monkeypatch):
+    monkeypatch.delenv("PTERUN_ENGINE", raising=False)
+    monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
+
+
+# -- graphs: x + y -> mean over the last dim -> * w ------------------------------------------------------------
+def _add_graph(dims):
+    g = Graph()
+    a, b, o = g.input(dims), g.input(dims), g.output(dims)
+    g.node("Add", input1_id=a, input2_id=b, output_id=o)
+    return G.Graph.read(*g.blob())
+
+
+def _mul_graph(dims_a, dims_b):
+    g = Graph()
+    a, b, o = g.input(dims_a), g.input(dims_b), g.output(dims_b)
+    g.node("Multiply", input1_id=a, input2_id=b, output_id=o)
+    return G.Graph.read(*g.blob())
+
+
+def _slots(shapes: dict) -> list:
+    tensors = [None] * (max(shapes) + 1)
+    for slot, shape in shapes.items():
+        tensors[slot] = out_tensor(shape, np.float32)
+    return tensors
+
+
+def _merged(read_outside=(13,), mul_in=(2, 3, 1)):
+    graphs = {0: _add_graph([2, 3, 4]), 1: _mul_graph(list(mul_in), [2, 3, 5])}
+    parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": (2,), "keepdim": True}),
+             DelegatePart(1, (11, 12, 13)))
+    tensors = _slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 12: (2, 3, 5), 13: (2, 3, 5)})
+    return merge_graphs(parts, graphs, lambda s: s in read_outside, tensors)
+
+
+def _run(plan, args_shapes, inputs):
+    outs = [out_tensor(s, np.float32) for s in args_shapes[len(inputs):]]
+    plan.execute([tensor(a) for a in inputs] + outs)
+    return [t.array.copy() for t in outs]
+
+
+def test_merged_graph_joins_values_and_keeps_only_what_outside_reads():
+    graph, args = _merged()
+    assert args == (1, 2, 12, 13)  # the run's inputs in first-read order, then what outside reads
+    assert [n.name for n in graph.nodes] == ["Add", "Mean", "Multiply"]
+    assert [v.external_id for v in graph.inputs] == [0, 1, 2] and [v.external_id for v in graph.outputs] == [3]
+    add, mean, mul = graph.nodes
+    assert mean.input_id == add.output_id and mul.input1_id == mean.output_id  # joined, not copied through memory
+    assert graph.values[mean.output_id].external_id is None and graph.values[add.output_id].external_id is None
+
+    graph2, args2 = _merged(read_outside=(10, 13))  # the sum is read later: it stays an output
+    assert args2 == (1, 2, 12, 10, 13)
+    assert [v.external_id for v in graph2.outputs] == [3, 4]
+
+
+def _reference(x, y, w):
+    return (x + y).mean(axis=2, keepdims=True) * w
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_merged_graph_with_a_mean_runs_on_both_engines(engine):
+    graph, args = _merged()
+    x, y, w = RNG.standard_normal((2, 3, 4), np.float32), RNG.standard_normal((2, 3, 4), np.float32), \
+        RNG.standard_normal((2, 3, 5), np.float32)
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1)
+    (got,) = _run(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5), (2, 3, 5)], [x, y, w])
+    np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
+
+
+def test_joins_must_agree_exactly():
+    with pytest.raises(CannotMerge, match=r"slot 11: dims \[2, 3, 1\] meet \[3, 1\]"):
+        _merged(mul_in=(3, 1))  # the same numbers, another shape: a reshape the merged graph would not have
+
+
+# -- a real exported LLM -------------------------------------------------------------------------------------
+def _decode(method, steps=3):
+    outs = [method.execute([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])[0]]
+    for p in range(5, 5 + steps):
+        outs.append(method.execute([np.array([[3 + p]], dtype=np.int64), np.array([p], dtype=np.int64)])[0])
+    return outs
+
+
+@needs_litert
+def test_llm_decode_merges_its_delegates_and_keeps_its_numbers():
+    merged = Runtime(merge_delegates=True).load_program(LLM / "kv_xnn.pte").load_method("forward")
+    separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
+    runs = merged._runner.merged
+    assert len(runs) == 4 and not separate._runner.merged
+    plan = merged._runner.plan.chains[0]
+    for run, ex, args in runs.values():  # a run starts and ends with a delegate call and holds only mergeable ones
+        assert plan[run.start].kind == DELEGATE_CALL and plan[run.stop - 1].kind == DELEGATE_CALL
+        assert all(plan[pc].kind in (DELEGATE_CALL, KERNEL_CALL, FREE_CALL) for pc in range(run.start, run.stop))
+        assert ex.engine == "litert"
+    calls = len([e for e in merged.steps if e.kind == "DelegateCall"])
+    before = len([e for e in separate.steps if e.kind == "DelegateCall"])
+    joined = sum(sum(isinstance(p, DelegatePart) for p in run.parts) - 1 for run, _, _ in runs.values())
+    assert (before, calls) == (24, 24 - joined) and calls == 7
+    assert [d.engine for d in merged.delegates] == ["litert"] * len(merged.delegates)
+    for a, b in zip(_decode(separate), _decode(merged)):
+        assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+@needs_litert
+def test_trace_shows_a_merged_call_as_one_instruction():
+    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
+    (run, _, _), *_ = method._runner.merged.values()
+    event = next(e for e in method.steps if e.index == run.start)
+    assert event.kind == "DelegateCall" and event.detail == (f"instructions {run.start}-{run.stop - 1} merged into "
+                                                             "one call")
+    indices = {t.index for t in method.trace([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])}
+    assert run.start in indices and not indices & set(range(run.start + 1, run.stop))
+
+
+@needs_litert
+def test_merging_is_off_by_variable_for_the_numpy_engine_and_overridden_by_the_runtime(monkeypatch):
+    path = LLM / "kv_xnn.pte"
+    assert not Runtime(engine="numpy").load_program(path).load_method("forward")._runner.merged
+    monkeypatch.setenv("PTERUN_NO_MERGE", "1")
+    assert not Runtime().load_program(path).load_method("forward")._runner.merged
+    assert Runtime(merge_delegates=True).load_program(path).load_method("forward")._runner.merged
