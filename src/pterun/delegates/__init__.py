@@ -79,6 +79,11 @@ class Backend(Protocol):
         """Compile ``blob`` once; raise :class:`~pterun.errors.DelegateError` for anything it cannot run."""
         ...
 
+    # Optional, for backends that can run several delegate calls as one (pterun.interp.merge):
+    # absorbs(op) -> bool: whether its merged graph can hold an operator (an interp.merge.Absorbed);
+    # merge(parts, blobs, ctx, outside, tensors) -> (executor, argument slots) | None: one executor for a run
+    # of parts (DelegateParts and Absorbed operators, in order), or None to leave the calls separate.
+
 
 class _Registry(MutableMapping):
     """Backends by name. Built-in backends are imported on first lookup, keeping ``import pterun`` light."""

@@ -196,6 +196,9 @@ def et_view(values, args):
     """et_view.default(Tensor self, int[] size) -> Tensor: ``out`` aliases ``self``'s memory."""
     src, out = values[args[0]], values[args[2]]
     size = [values[j] for j in values[args[1]]]
+    if out.storage is src.storage and out.shape == tuple(size) and out.dtype == src.dtype and \
+            math.prod(src.shape) == math.prod(size):
+        return  # already this view (a decode step asks for the same sizes every call)
     numel = math.prod(src.shape)
     if size.count(-1) > 1:
         raise ValueError(f"et_view size {size} has more than one -1")
