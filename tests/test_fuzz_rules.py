@@ -393,3 +393,35 @@ def test_the_interpreter_tells_delegates_what_each_argument_holds():
     method = Runtime.get().load_program(FIXTURES / "xnn_dynamic_reshape.pte").load_method("forward")
     # a constant 0-d tensor (the graph's scalar), the input [8, 8] and the output [32, 8] (upper bounds)
     assert method._runner._call_args(0) == ((1, 64, 256),)
+
+
+@pytest.fixture(scope="module")
+def campaign_targets():
+    """Every fixture, recorded, as a campaign sees them (a case number picks its target among these)."""
+    return fuzz.prepare(None, None)
+
+
+@pytest.mark.parametrize("case, fixture, message", [
+    (2598, "stateful.pte", "aten::add.out failed at instruction 1 with inputs (float32[1], complex128[], 1, float32[1], "
+                           "float32[1]): TypeError: cannot write a complex128 result into a float32 tensor"),
+    (1719, "demo.pte", "aten::convolution.out failed at instruction 0 with inputs (complex128[1, 3, 32, 32] = input 0"),
+])
+def test_a_complex_value_where_a_real_one_is_expected_is_a_kernel_error_not_a_warning(campaign_targets, case, fixture,
+                                                                                      message):
+    """Found by fuzzing (seed 77): a value mutated to complex reached a float tensor, and NumPy printed a
+    ComplexWarning while dropping the imaginary part. ExecuTorch's kernels refuse the dtype mix; so does pterun."""
+    import warnings
+
+    from pterun import KernelError
+    from pterun._fpstate import warning_rules
+
+    target, cls, rng = fuzz.case_plan(77, case, campaign_targets, fuzz.CLASSES)
+    assert (target.name.rsplit("/", 1)[-1], cls) == (fixture, "value")
+    data = fuzz.mutate(target, cls, rng)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warning_rules()  # as in a user's process, where importing pterun installed it
+        with pytest.raises(KernelError) as e:
+            fuzz.run_file(target, data, rng)
+    assert message in str(e.value)
+    assert [w.category.__name__ for w in caught] == []

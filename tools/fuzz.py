@@ -429,6 +429,7 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
     import faulthandler
 
     faulthandler.disable()  # a crash is counted by the parent, not dumped by the child
+    from pterun._fpstate import warning_rules
     from pterun.threads import set_num_threads
 
     set_num_threads(1)  # one thread per worker, BLAS included, whatever the forking process had set
@@ -439,6 +440,7 @@ def _worker(fd: int, seed: int, cases: list[int], targets, classes, as_cap: int,
         out.write(f"S {i}\n")
         with warnings.catch_warnings(record=True) as caught:  # a library should not warn: counted, not shown
             warnings.simplefilter("always")
+            warning_rules()  # pterun's own filter, as a user's process has it (simplefilter pushed it aside)
             t0 = time.perf_counter()
             cls, outcome, detail = run_case(seed, i, targets, classes)
             took = time.perf_counter() - t0

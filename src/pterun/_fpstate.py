@@ -17,9 +17,22 @@ Example::
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-__all__ = ["quiet", "restore"]
+__all__ = ["quiet", "restore", "warning_rules"]
+
+# Casting a complex value to a real dtype drops its imaginary part, and NumPy says so with a ComplexWarning on
+# stderr. ExecuTorch's kernels refuse such dtype mixes, so in pterun's own code the cast is an error: the kernel
+# fails, and the method raises a KernelError naming the operator. Only warnings raised from pterun's modules are
+# affected (found by fuzzing: a program declaring a complex tensor where a float one is expected).
+def warning_rules() -> None:
+    """Install pterun's warning filter (done at import; again after a ``warnings.simplefilter`` that reset it)."""
+    warnings.filterwarnings("error", category=np.exceptions.ComplexWarning, module=r"pterun(\.|$)")
+
+
+warning_rules()
 
 
 def _errstate_quiet():

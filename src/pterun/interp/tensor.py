@@ -115,6 +115,8 @@ class Tensor:
         if shape != a.shape:
             self.resize(shape)
             a = self.array
+        if value.dtype.kind == "c" != a.dtype.kind:  # ExecuTorch's kernels refuse it; NumPy would drop .imag
+            raise TypeError(f"cannot write a {value.dtype} result into a {a.dtype} tensor")
         np.copyto(a, value, casting="unsafe")
 
     def __repr__(self) -> str:
