@@ -3,12 +3,13 @@
 :class:`MethodRunner` does all the work once, in ``__init__``, as passes over the program's plan:
 
 1. memory layout (pterun.interp.memory): arenas, and a value slot per EValue over arenas and constants;
-2. delegates: each DelegateCall's backend compiles its payload;
-3. analysis: which slots can change while running (steps.find_volatile), bound once by pterun.interp.binding;
+2. analysis: which slots can change while running (steps.find_volatile), bound once by pterun.interp.binding;
+3. delegates: runs of neighbouring DelegateCalls that their backend can compile as one (pterun.interp.merge),
+   then each remaining DelegateCall's backend compiles its payload;
 4. constant folding (pterun.interp.fold) and step building (pterun.interp.steps), instruction by instruction;
 
 and :meth:`MethodRunner.run` is the loop (pterun.interp.loop), or its observed twin (pterun.interp.observe)
-when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``) and passes it
+when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``, ``merge``) and passes it
 in; the thread count is this thread's own (:func:`pterun.threads.use_threads`) while the method runs.
 
 Example::
