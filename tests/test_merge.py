@@ -149,3 +149,53 @@ def test_merging_is_off_by_variable_for_the_numpy_engine_and_overridden_by_the_r
     monkeypatch.setenv("PTERUN_NO_MERGE", "1")
     assert not Runtime().load_program(path).load_method("forward")._runner.merged
     assert Runtime(merge_delegates=True).load_program(path).load_method("forward")._runner.merged
+
+
+# -- finding runs on a synthetic plan ---------------------------------------------------------------------------
+class _Plan:
+    def __init__(self, chains, operators, outputs=()):
+        self.chains, self.operators, self.outputs = chains, operators, outputs
+
+
+def _mean_values():
+    """Slots: 0-9 tensors [1, 4, 8]; 10 = dims (-1,) via slot 11 = -1; 12 = keepdim True; 13 = None; 14 a mean out."""
+    from pterun.format.program import BOOL, INT, INT_LIST, NULL, TENSOR
+    values = [out_tensor((1, 4, 8), np.float32) for _ in range(10)] + [(11,), -1, True, None,
+                                                                       out_tensor((1, 4, 1), np.float32)]
+    tags = [TENSOR] * 10 + [INT_LIST, INT, BOOL, NULL, TENSOR]
+    return values, tags
+
+
+def _find(chains, outputs=(), volatile=()):
+    from pterun.interp.merge import find_runs, slots_read_outside
+    values, tags = _mean_values()
+    plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs)
+    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True)
+    return runs, slots_read_outside(plan, tags, values)
+
+
+def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
+    from pterun.format.program import DelegateCall, FreeCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), FreeCall(0), DelegateCall(1, (14, 2)),
+               KernelCall(0, (2, 10, 12, 13, 3, 3)),  # a trailing mean: not part of the run
+               KernelCall(1, (3, 2, 4)),  # not absorbable (the test backend absorbs only what absorbed_op makes)
+               DelegateCall(2, (4, 5)), DelegateCall(9, (5, 6)), DelegateCall(3, (5, 7))]]  # 9: no merging backend
+    runs, outside = _find(chains, outputs=(7,))
+    assert [(r.start, r.stop, [type(p).__name__ for p in r.parts]) for r in runs] == [
+        (0, 4, ["DelegatePart", "Absorbed", "DelegatePart"])]
+    (run,) = runs
+    assert run.parts[1] == Absorbed("mean", (1,), (14,), {"axes": (2,), "keepdim": True})
+    assert [s for s in (0, 1, 2, 14) if outside(run, s)] == [2]  # the trailing mean and the add read 2
+
+
+def test_a_mean_with_a_dim_that_changes_at_run_time_is_not_absorbed():
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), DelegateCall(1, (14, 2))]]
+    assert len(_find(chains)[0]) == 1 and _find(chains, volatile=(11,))[0] == []
+
+
+def test_method_outputs_and_other_chains_count_as_outside():
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), DelegateCall(2, (2, 5))], [KernelCall(1, (2, 3, 4))]]
+    (run,), outside = _find(chains, outputs=(1,))
+    assert [s for s in (0, 1, 2, 5) if outside(run, s)] == [1, 2]  # a method output; read by chain 1
