@@ -19,15 +19,33 @@ from pterun.kernels._common import F32, F64, widen_half
 from pterun.kernels.registry import register
 
 
+#: ExecuTorch's optimized layer norm (the one its runtime links) runs the portable scalar loop below this row size.
+SCALAR_LAYER_NORM = 256
+
+
 def _f(x):
     return x.astype(widen_half(x.dtype), copy=False)
 
 
-def _moments(x, axes, acc, sums=F32):
-    """(mean, E[x^2] - mean^2) over ``axes`` (kept), from sums accumulated in ``sums``, finished in ``acc``."""
+def _moments(x, axes, acc, sums=F32, sequential=False):
+    """(mean, E[x^2] - mean^2) over ``axes`` (kept), from sums accumulated in ``sums``, finished in ``acc``.
+
+    ``sequential`` (``axes`` must be the trailing dims) adds each row left to right, as ExecuTorch's group norm
+    and its layer norm on rows under ``SCALAR_LAYER_NORM`` elements do (``std::accumulate`` and a running sum
+    of squares), so the statistics round exactly as theirs: NumPy's own sums are pairwise, and an ulp of
+    difference in a normalised activation is enough to move an exact rounding tie of the dynamic int8
+    quantization that follows it in 8da4w models.
+    """
     n = int(np.prod([x.shape[a] for a in axes]))
-    s = np.sum(x, axis=axes, dtype=sums, keepdims=True).astype(acc)
-    sq = np.sum(np.square(x.astype(sums, copy=False)), axis=axes, dtype=sums, keepdims=True).astype(acc)
+    if sequential and n > 0:
+        lead = x.shape[: x.ndim - len(axes)]
+        rows = x.astype(sums, copy=False).reshape(lead + (n,))
+        keep = lead + (1,) * len(axes)
+        s = np.add.accumulate(rows, axis=-1)[..., -1].reshape(keep).astype(acc)
+        sq = np.add.accumulate(np.square(rows), axis=-1)[..., -1].reshape(keep).astype(acc)
+    else:
+        s = np.sum(x, axis=axes, dtype=sums, keepdims=True).astype(acc)
+        sq = np.sum(np.square(x.astype(sums, copy=False)), axis=axes, dtype=sums, keepdims=True).astype(acc)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = s / n
         return mean, sq / n - mean * mean
@@ -42,7 +60,9 @@ def native_layer_norm_out(input, normalized_shape, weight, bias, eps, out0, out1
                          f"{list(input.shape)}")
     x = _f(input)
     axes = tuple(range(input.ndim - k, input.ndim))
-    mean, var = _moments(x, axes, F32)  # float statistics even for double inputs, as ExecuTorch
+    # float statistics even for double inputs, as ExecuTorch; longer rows go through its vectorised moments,
+    # whose order is not reproduced (pairwise sums are as close)
+    mean, var = _moments(x, axes, F32, sequential=int(np.prod(normalized_shape)) < SCALAR_LAYER_NORM)
     std = np.sqrt(var + np.float32(eps))
     with np.errstate(invalid="ignore", divide="ignore"):
         y = (x - mean.astype(x.dtype)) / std.astype(x.dtype)
@@ -103,7 +123,7 @@ def batch_norm_no_stats_out(input, weight, bias, training, momentum, eps, out, s
 def native_group_norm_out(input, weight, bias, N, C, HxW, group, eps, out0, out1, out2):  # noqa: A002, N803
     """native_group_norm.out(Tensor input, Tensor? weight, Tensor? bias, SymInt N, SymInt C, SymInt HxW, int group, float eps, *, Tensor(a!) out0, Tensor(b!) out1, Tensor(c!) out2) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
     x = _f(input).reshape(N, group, -1)
-    mean, var = _moments(x, (2,), F64)  # ExecuTorch: float sums, double statistics
+    mean, var = _moments(x, (2,), F64, sequential=True)  # ExecuTorch: float sums, double statistics
     rstd = 1 / np.sqrt(var + eps)
     y = (x - mean) * rstd
     shape = (1, group, C // group, -1)
