@@ -1,7 +1,7 @@
 """Two rules the model zoo's 8da4w transformers depend on (fixtures from ``tools/zoo/export_fixtures.py``).
 
-* Layer norm (rows under 256 elements) and group norm sum each row left to right in float32, as ExecuTorch's
-  kernels do. NumPy's pairwise sums differ in the last bit of some statistics; in the zoo's deit 8da4w case one
+* Layer norm (rows under 256 elements), group norm and mean sum each row left to right in float32, as
+  ExecuTorch's kernels do. NumPy's pairwise sums differ in the last bit of some statistics; in the zoo's deit 8da4w case one
   such bit moved an activation across an exact rounding tie of the next dynamic int8 quantization and the
   output by 2.8e-3 of scale (the policy allows 1e-3).
 * That dynamic quantization rounds the float32 product ``x * multiplier`` half to even, not the exact product.
@@ -18,6 +18,7 @@ from fixtures_util import FIXTURES, load_calls
 from pterun import Runtime
 from pterun.delegates.xnnpack import quant as Q
 from pterun.kernels import norm
+from pterun.kernels._common import sum_in_order
 
 
 def test_norms_equal_executorchs_to_the_bit():
@@ -27,7 +28,9 @@ def test_norms_equal_executorchs_to_the_bit():
         # the fixture is built so that the order of the sums shows: pairwise and left to right differ
         assert np.any(np.add.accumulate(x, axis=-1)[:, -1] != x.sum(axis=-1))
         outs = method.execute(call["inputs"])
-        for name, got, want in zip(("layer norm", "group norm"), outs, call["outputs"]):
+        assert len(outs) == len(call["outputs"]) == 4
+        for name, got, want in zip(("layer norm", "group norm", "mean of squares", "mean over dims 0, 2"), outs,
+                                   call["outputs"]):
             assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
             off = int(np.count_nonzero(got != want))
             assert off == 0, f"call {k} {name}: {off} of {want.size} elements differ from ExecuTorch's " \
@@ -46,6 +49,21 @@ def test_sequential_moments_add_left_to_right():
         m = np.float32(s / np.float32(100))
         assert mean[i, 0, 0] == m
         assert var[i, 0, 0] == np.float32(np.float32(sq / np.float32(100)) - np.float32(m * m))
+
+
+def test_sum_in_order_adds_in_memory_order_over_any_dims():
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal((3, 4, 5)) * 10.0 ** rng.uniform(-3, 3, (3, 4, 5))).astype(np.float32)
+    got = sum_in_order(x, (0, 2), np.float32, keepdims=True)
+    assert got.shape == (1, 4, 1) and got.dtype == np.float32
+    for j in range(4):
+        s = np.float32(0)
+        for i in range(3):
+            for k in range(5):
+                s = np.float32(s + x[i, j, k])
+        assert got[0, j, 0] == s
+    assert sum_in_order(x, None, np.float64).shape == ()
+    assert sum_in_order(np.zeros((2, 0), np.float32), (1,), np.float32).tolist() == [0.0, 0.0]
 
 
 def test_layer_norm_rows_switch_order_at_executorchs_threshold(monkeypatch):

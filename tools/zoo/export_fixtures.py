@@ -18,10 +18,10 @@ outputs). The first two are PT2E static int8 (XNNPACKQuantizer, per-channel) low
   residual add, a global average pool) with each stage as an output, so a failure names the stage. The
   quantizer leaves hardswish and hardsigmoid in float; the pools, the mul and the add run in int8.
 
-``norm_order`` is a program without delegate of a LayerNorm(64) and a GroupNorm(4, 32) on values over four
-decades: ExecuTorch's kernels sum each row left to right in float32 (its optimized layer norm only below 256
-elements a row), and the order shows in the last bits of the statistics (the zoo's deit 8da4w case moved by
-2.8e-3 of scale on one such bit).
+``norm_order`` is a program without delegate of a LayerNorm(64), a GroupNorm(4, 32) and two means on values
+over four decades: ExecuTorch's kernels sum each row left to right in float32 (its optimized layer norm only
+below 256 elements a row), and the order shows in the last bits of the statistics (the zoo's deit 8da4w case
+moved by 2.8e-3 of scale on one such bit).
 
 ``qd8_ties`` is an 8da4w linear (int8 dynamic activations, int4 group-32 weights through torchao) whose
 inputs sit on exact float32 rounding ties of the dynamic quantization: XNNPACK rounds the exact product
@@ -82,16 +82,16 @@ class SEBlock(nn.Module):
 
 
 class Norms(nn.Module):
-    """ExecuTorch's portable layer and group norms: rows whose float32 sums round differently when added left
-    to right (as those kernels do) and pairwise (as NumPy's sum does)."""
+    """ExecuTorch's portable layer and group norms and means: rows whose float32 sums round differently when
+    added left to right (as those kernels do) and pairwise (as NumPy's sum does)."""
 
     def __init__(self):
         super().__init__()
         self.ln = nn.LayerNorm(64)
         self.gn = nn.GroupNorm(4, 32)
 
-    def forward(self, x, y):
-        return self.ln(x), self.gn(y)
+    def forward(self, x, y):  # the means: RMSNorm's mean of squares over the last dim, and one over dims 0 and 2
+        return self.ln(x), self.gn(y), (x * x).mean(-1, keepdim=True), y.mean((0, 2))
 
 
 def norm_rows(shape: tuple, g: torch.Generator) -> torch.Tensor:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.kernels._common import F32, F64, widen_half
+from pterun.kernels._common import F32, F64, sum_in_order, widen_half
 from pterun.kernels.registry import register
 
 
@@ -30,19 +30,17 @@ def _f(x):
 def _moments(x, axes, acc, sums=F32, sequential=False):
     """(mean, E[x^2] - mean^2) over ``axes`` (kept), from sums accumulated in ``sums``, finished in ``acc``.
 
-    ``sequential`` (``axes`` must be the trailing dims) adds each row left to right, as ExecuTorch's group norm
+    ``sequential`` adds each row left to right (:func:`sum_in_order`), as ExecuTorch's group norm
     and its layer norm on rows under ``SCALAR_LAYER_NORM`` elements do (``std::accumulate`` and a running sum
     of squares), so the statistics round exactly as theirs: NumPy's own sums are pairwise, and an ulp of
     difference in a normalised activation is enough to move an exact rounding tie of the dynamic int8
     quantization that follows it in 8da4w models.
     """
     n = int(np.prod([x.shape[a] for a in axes]))
-    if sequential and n > 0:
-        lead = x.shape[: x.ndim - len(axes)]
-        rows = x.astype(sums, copy=False).reshape(lead + (n,))
-        keep = lead + (1,) * len(axes)
-        s = np.add.accumulate(rows, axis=-1)[..., -1].reshape(keep).astype(acc)
-        sq = np.add.accumulate(np.square(rows), axis=-1)[..., -1].reshape(keep).astype(acc)
+    if sequential:
+        x = x.astype(sums, copy=False)
+        s = sum_in_order(x, axes, sums, keepdims=True).astype(acc)
+        sq = sum_in_order(np.square(x), axes, sums, keepdims=True).astype(acc)
     else:
         s = np.sum(x, axis=axes, dtype=sums, keepdims=True).astype(acc)
         sq = np.sum(np.square(x.astype(sums, copy=False)), axis=axes, dtype=sums, keepdims=True).astype(acc)
