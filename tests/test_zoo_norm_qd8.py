@@ -1,9 +1,10 @@
 """Two rules the model zoo's 8da4w transformers depend on (fixtures from ``tools/zoo/export_fixtures.py``).
 
 * Layer norm (rows under 256 elements), group norm and mean sum each row left to right in float32, as
-  ExecuTorch's kernels do. NumPy's pairwise sums differ in the last bit of some statistics; in the zoo's deit 8da4w case one
-  such bit moved an activation across an exact rounding tie of the next dynamic int8 quantization and the
-  output by 2.8e-3 of scale (the policy allows 1e-3).
+  ExecuTorch's kernels do; its layer norm on longer rows takes Welford moments in eight float32 lanes.
+  NumPy's pairwise sums differ in the last bit of some statistics; in the zoo's deit 8da4w case one such bit
+  moved an activation across an exact rounding tie of the next dynamic int8 quantization and the output by
+  2.8e-3 of scale (the policy allows 1e-3).
 * That dynamic quantization rounds the float32 product ``x * multiplier`` half to even, not the exact product.
 
 No BLAS is involved in the norms: their outputs are compared for equality, since every step is an IEEE
@@ -13,6 +14,7 @@ float32 operation in the same order as ExecuTorch's.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fixtures_util import FIXTURES, load_calls
 from pterun import Runtime
@@ -24,13 +26,13 @@ from pterun.kernels._common import sum_in_order
 def test_norms_equal_executorchs_to_the_bit():
     method = Runtime.get().load_program(FIXTURES / "zoo" / "norm_order.pte").load_method("forward")
     for k, call in enumerate(load_calls("zoo/norm_order")):
-        x, y = call["inputs"]
+        x, y, _ = call["inputs"]
         # the fixture is built so that the order of the sums shows: pairwise and left to right differ
         assert np.any(np.add.accumulate(x, axis=-1)[:, -1] != x.sum(axis=-1))
         outs = method.execute(call["inputs"])
-        assert len(outs) == len(call["outputs"]) == 4
-        for name, got, want in zip(("layer norm", "group norm", "mean of squares", "mean over dims 0, 2"), outs,
-                                   call["outputs"]):
+        assert len(outs) == len(call["outputs"]) == 5
+        names = ("layer norm", "group norm", "mean of squares", "mean over dims 0, 2", "layer norm of 300")
+        for name, got, want in zip(names, outs, call["outputs"]):
             assert got.dtype == want.dtype == np.float32 and got.shape == want.shape
             off = int(np.count_nonzero(got != want))
             assert off == 0, f"call {k} {name}: {off} of {want.size} elements differ from ExecuTorch's " \
@@ -66,13 +68,27 @@ def test_sum_in_order_adds_in_memory_order_over_any_dims():
     assert sum_in_order(np.zeros((2, 0), np.float32), (1,), np.float32).tolist() == [0.0, 0.0]
 
 
-def test_layer_norm_rows_switch_order_at_executorchs_threshold(monkeypatch):
+def test_layer_norm_rows_switch_to_welford_moments_at_executorchs_threshold(monkeypatch):
     seen = []
-    real = norm._moments
-    monkeypatch.setattr(norm, "_moments", lambda *a, **k: seen.append(k.get("sequential")) or real(*a, **k))
+    real = norm.row_moments
+    monkeypatch.setattr(norm, "row_moments", lambda x: seen.append(x.shape) or real(x))
     for n in (norm.SCALAR_LAYER_NORM - 1, norm.SCALAR_LAYER_NORM):
         norm.native_layer_norm_out(np.ones((2, n), np.float32), (n,), None, None, 1e-5, None, None, None)
-    assert seen == [True, False]
+    assert seen == [(2, norm.SCALAR_LAYER_NORM)]
+
+
+@pytest.mark.parametrize("n", [256, 300, 4096 + 5])
+def test_row_moments_are_the_mean_and_biased_variance(n):
+    # one chunk and a tail; 513 vectors: 33 chunks, a five-level merge stack and a tail
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((3, n)) * 2 + 1).astype(np.float32)
+    mean, var = norm.row_moments(x)
+    assert mean.dtype == var.dtype == np.float32 and mean.shape == var.shape == (3,)
+    np.testing.assert_allclose(mean, x.astype(np.float64).mean(axis=1), rtol=1e-5)
+    np.testing.assert_allclose(var, x.astype(np.float64).var(axis=1), rtol=1e-5)
+    m64, v64 = norm.row_moments(x.astype(np.float64))  # doubles: four lanes, all in float64
+    assert m64.dtype == np.float64
+    np.testing.assert_allclose(v64, x.astype(np.float64).var(axis=1), rtol=1e-12)
 
 
 def test_dynamic_quantization_rounds_the_float32_product_half_to_even():
