@@ -122,8 +122,7 @@ def export_model(name: str, root: Path, variants: list, missing: bool) -> None:
     family, all_variants, build = MODELS[name]
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
-    todo = [v for v in all_variants if (not variants or v in variants)
-            and not (missing and (out / f"{v}.json").exists())]
+    todo = [v for v in all_variants if (not variants or v in variants) and not (missing and recorded(out, v))]
     if not todo:
         return
     seed = sum(map(ord, name))  # stable across runs, unlike hash()
@@ -167,6 +166,12 @@ def export_model(name: str, root: Path, variants: list, missing: bool) -> None:
               f" ({time.time() - t0:.0f} s)", flush=True)
 
 
+def recorded(out: Path, variant: str) -> bool:
+    """Whether ``--missing`` leaves the case alone: it has a record that is not a skip (a skip is retried)."""
+    path = out / f"{variant}.json"
+    return path.exists() and json.loads(path.read_text()).get("status") != "skipped"
+
+
 def write(out: Path, variant: str, rec: dict) -> None:
     (out / f"{variant}.json").write_text(json.dumps(rec, indent=1))
 
@@ -176,7 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", help="models (default: all)")
     ap.add_argument("--cache", help="cache directory (default $PTERUN_ZOO_CACHE or ~/.cache/pterun-zoo)")
     ap.add_argument("--variants", nargs="*", default=[], help="only these variants")
-    ap.add_argument("--missing", action="store_true", help="skip cases already recorded")
+    ap.add_argument("--missing", action="store_true", help="skip cases already recorded (a skipped one is retried)")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds per model (default 1200)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -213,7 +218,7 @@ def main(argv=None) -> int:
         if rc != 0:  # a crash: every variant not recorded becomes a reference failure; a timeout: skipped
             family, variants, _ = MODELS[name]
             for v in variants:
-                if (not args.variants or v in args.variants) and not (root / name / f"{v}.json").exists():
+                if (not args.variants or v in args.variants) and not recorded(root / name, v):
                     (root / name).mkdir(parents=True, exist_ok=True)
                     if rc == "timeout":
                         rec = {"status": "skipped", "stage": "timeout", "family": family,
