@@ -589,6 +589,24 @@ def test_quantized_data_movement_keeps_codes():
     np.testing.assert_array_equal(got[2][..., 2:], want)
 
 
+@pytest.mark.parametrize("src,dst,message", [
+    ((FP32, None), (QINT8, per_tensor(0.1, 3)),
+     r"value 0 \(fp32 \[1, 4\]\) and output value 1 \(qint8 \[1, 4\]\) differ in datatype"),
+    ((QINT8, per_tensor(0.1, 3)), (QINT8, per_tensor(0.1, 2)),
+     r"value 0 \(qint8 \[1, 4\]\) \(scale 0.1, zero point 3\) and output value 1 \(qint8 \[1, 4\]\) "
+     r"\(scale 0.1, zero point 2\) are quantized differently; XNNPACK pads within one quantization"),
+])
+def test_a_pad_that_changes_datatype_or_quantization_is_refused_like_xnnpack(src, dst, message):
+    # ExecuTorch's partitioner wrote an fp32 -> qint8 pad for a PT2E int8 Swin (model zoo); XNNPACK refuses to
+    # define it and ExecuTorch cannot load the method, while running it wrote int8 codes into a float tensor
+    g = Graph()
+    i = g.input([1, 4], *src)
+    g.node("StaticConstantPad", pre_paddings=[0, 0], post_paddings=[0, 0], padding_value=0.0, input_id=i,
+           output_id=g.output([1, 4], *dst))
+    with pytest.raises(DelegateError, match=rf"XNNPACK payload: node 0 \(XNNStaticConstantPad\): input {message}"):
+        g.run([np.zeros((1, 4), np.float32 if src[0] == FP32 else np.int8)])
+
+
 @pytest.mark.parametrize("ic", [7, 64])
 def test_dynamic_int8_with_qcint4_weights(ic):
     oc = 5

@@ -41,6 +41,19 @@ def test_static_int8_without_a_recorded_scale_uses_the_output_grid():
     assert policy.check("static", a, e) == (False, "2.00 steps (12.5% off)")
 
 
+def test_static_program_with_a_float_output_is_held_to_the_float_bound():
+    # a log-softmax after the int8 part: 1000 distinct values, no int8 grid; the smallest gap between values is
+    # a float32 ulp, which must not be taken for a quantization step
+    e = np.log(np.linspace(0.001, 1.0, 1000, dtype=np.float32))
+    a = e.copy()
+    a[5] = np.nextafter(np.nextafter(e[5], np.float32(0)), np.float32(0))  # two float32 ulps
+    assert policy.check("static", a, e) == (True, "1.4e-07 of scale (float output of an int8 program)")
+    b = e + np.float32(1e-3)
+    assert policy.check("static", b, e) == (False, "1.4e-04 of scale (float output of an int8 program)")
+    grid = np.arange(-100, 100, dtype=np.float32) * np.float32(0.05)  # 200 codes: still counted in steps
+    assert policy.check("static", grid + np.float32(0.06), grid)[1].startswith("1.20 steps")
+
+
 def test_dynamic_quantization_bound_is_1e3_of_scale():
     e = np.array([4.0, -1.0], np.float32)
     assert policy.check("dynamic", e + np.float32(3.9e-3), e)[0]

@@ -12,12 +12,14 @@ For each model of ``tools/zoo/models.py`` and each of its variants this writes, 
 
 * ``MODEL/VARIANT.pte``: the program;
 * ``MODEL/VARIANT.npz``: ``in0..`` the inputs and ``out0..`` the outputs of ExecuTorch's runtime on them;
-* ``MODEL/VARIANT.json``: ``status`` ("ok" or "reference_failed"), on failure the ``stage`` (build, quantize,
-  export, lower, run) and the ``reason``; the tolerance ``kind`` (float, static, dynamic) and, for static int8,
-  the output quantization scales read from the quantized graph.
+* ``MODEL/VARIANT.json``: ``status`` ("ok", "reference_failed", or "skipped" when the model's subprocess ran
+  past ``--timeout``), otherwise the ``stage`` (build, quantize, export, lower, run, process) and the
+  ``reason``; the tolerance ``kind`` (float, static, dynamic) and, for static int8, the output quantization
+  scales read from the quantized graph.
 
 Each model is exported in its own subprocess (``--one``), so a crash or a hang in the reference toolchain costs
-one model and is recorded as that model's failure. ``tools/zoo/run.py`` then runs pterun on the cache.
+one model: a crash is recorded as that model's failure, a timeout as a skipped case (slow is not a failure of
+the reference). ``tools/zoo/run.py`` then runs pterun on the cache.
 """
 
 from __future__ import annotations
@@ -120,8 +122,7 @@ def export_model(name: str, root: Path, variants: list, missing: bool) -> None:
     family, all_variants, build = MODELS[name]
     out = root / name
     out.mkdir(parents=True, exist_ok=True)
-    todo = [v for v in all_variants if (not variants or v in variants)
-            and not (missing and (out / f"{v}.json").exists())]
+    todo = [v for v in all_variants if (not variants or v in variants) and not (missing and recorded(out, v))]
     if not todo:
         return
     seed = sum(map(ord, name))  # stable across runs, unlike hash()
@@ -165,6 +166,12 @@ def export_model(name: str, root: Path, variants: list, missing: bool) -> None:
               f" ({time.time() - t0:.0f} s)", flush=True)
 
 
+def recorded(out: Path, variant: str) -> bool:
+    """Whether ``--missing`` leaves the case alone: it has a record that is not a skip (a skip is retried)."""
+    path = out / f"{variant}.json"
+    return path.exists() and json.loads(path.read_text()).get("status") != "skipped"
+
+
 def write(out: Path, variant: str, rec: dict) -> None:
     (out / f"{variant}.json").write_text(json.dumps(rec, indent=1))
 
@@ -174,7 +181,7 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="*", help="models (default: all)")
     ap.add_argument("--cache", help="cache directory (default $PTERUN_ZOO_CACHE or ~/.cache/pterun-zoo)")
     ap.add_argument("--variants", nargs="*", default=[], help="only these variants")
-    ap.add_argument("--missing", action="store_true", help="skip cases already recorded")
+    ap.add_argument("--missing", action="store_true", help="skip cases already recorded (a skipped one is retried)")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds per model (default 1200)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -208,14 +215,19 @@ def main(argv=None) -> int:
         lines = [ln for ln in log.read_text().splitlines() if ln.startswith(name + "/")]
         for ln in lines:
             print(ln, flush=True)
-        if rc != 0:  # a crash or hang: every variant not recorded becomes a reference failure
+        if rc != 0:  # a crash: every variant not recorded becomes a reference failure; a timeout: skipped
             family, variants, _ = MODELS[name]
             for v in variants:
-                if (not args.variants or v in args.variants) and not (root / name / f"{v}.json").exists():
+                if (not args.variants or v in args.variants) and not recorded(root / name, v):
                     (root / name).mkdir(parents=True, exist_ok=True)
-                    write(root / name, v, {"status": "reference_failed", "stage": "process", "family": family,
-                                           "reason": f"exporter exited with {rc} (see {log.name})"})
-                    print(f"{name}/{v}: reference_failed at process: exit {rc}", flush=True)
+                    if rc == "timeout":
+                        rec = {"status": "skipped", "stage": "timeout", "family": family,
+                               "reason": f"export and reference run took over {args.timeout} s (--timeout)"}
+                    else:
+                        rec = {"status": "reference_failed", "stage": "process", "family": family,
+                               "reason": f"exporter exited with {rc} (see {log.name})"}
+                    write(root / name, v, rec)
+                    print(f"{name}/{v}: {rec['status']} at {rec['stage']}: {rec['reason']}", flush=True)
         print(f"# {name}: {time.time() - t0:.0f} s", flush=True)
     return 0
 

@@ -3,11 +3,11 @@
 
 Run with the reference virtualenv::
 
-    .ref/bin/python tools/zoo/export_fixtures.py
+    .ref/bin/python tools/zoo/export_fixtures.py [NAME ...]    # default: every fixture
 
 Writes ``tests/fixtures/zoo/NAME.pte`` + ``NAME.npz`` (the manifest format of ``tools/export_fixtures.py``:
 ``__manifest__`` lists the calls, ``c<call>_in<i>`` / ``c<call>_out<j>`` hold the inputs and ExecuTorch's
-outputs). Both programs are PT2E static int8 (XNNPACKQuantizer, per-channel) lowered to XNNPACK:
+outputs). The first two are PT2E static int8 (XNNPACKQuantizer, per-channel) lowered to XNNPACK:
 
 * ``qint8_add``: ``x + y``, ``x - y`` and ``x * y`` on hand-placed int8 grids (quantize / dequantize pairs as
   convert_pt2e writes them) where the sum's scale is twice the inputs': XNNPACK adds in fixed point (21-bit
@@ -17,6 +17,16 @@ outputs). Both programs are PT2E static int8 (XNNPACKQuantizer, per-channel) low
 * ``qint8_se``: a mobile block (conv, hardswish, squeeze-excitation with average pool / hardsigmoid / mul, a
   residual add, a global average pool) with each stage as an output, so a failure names the stage. The
   quantizer leaves hardswish and hardsigmoid in float; the pools, the mul and the add run in int8.
+
+``norm_order`` is a program without delegate of a LayerNorm(64), a GroupNorm(4, 32), two means and a
+LayerNorm(300) on values over four decades: ExecuTorch's kernels sum each row left to right in float32, except
+its optimized layer norm from 256 elements a row (vectorised Welford moments); the order shows in the last bits
+of the statistics (the zoo's deit 8da4w case moved by 2.8e-3 of scale on one such bit).
+
+``qd8_ties`` is an 8da4w linear (int8 dynamic activations, int4 group-32 weights through torchao) whose
+inputs sit on exact float32 rounding ties of the dynamic quantization: XNNPACK rounds the exact product
+``x * multiplier`` rounded to float32 and then half to even, as pterun does (the tie is where any upstream
+difference shows first).
 """
 
 from __future__ import annotations
@@ -71,6 +81,26 @@ class SEBlock(nn.Module):
         return a, s, b, r, nn.functional.adaptive_avg_pool2d(r, 1)
 
 
+class Norms(nn.Module):
+    """ExecuTorch's portable layer and group norms and means: rows whose float32 sums round differently when
+    added left to right (as those kernels do) and pairwise (as NumPy's sum does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(64)
+        self.gn = nn.GroupNorm(4, 32)
+        self.ln_long = nn.LayerNorm(300)  # from 256 a row ExecuTorch's layer norm is vectorised Welford
+
+    def forward(self, x, y, z):  # the means: RMSNorm's mean of squares over the last dim, and one over dims 0, 2
+        return self.ln(x), self.gn(y), (x * x).mean(-1, keepdim=True), y.mean((0, 2)), self.ln_long(z)
+
+
+def norm_rows(shape: tuple, g: torch.Generator) -> torch.Tensor:
+    """Values over four decades plus an offset, so that the order of a float32 sum shows in its last bits."""
+    mag = 10 ** (torch.rand(shape, generator=g) * 4 - 2)
+    return torch.randn(shape, generator=g) * mag + 3.0
+
+
 def lower(model: nn.Module, example: tuple, calib: list):
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
@@ -107,9 +137,35 @@ def record(name: str, et, calls: list) -> None:
     print(f"{name}: {len(et.buffer)} bytes, {len(calls)} call(s)")
 
 
+def tie_rows(rows: int, width: int, g: torch.Generator) -> torch.Tensor:
+    """Rows whose dynamic int8 quantization lands on exact float32 ties.
+
+    Each row spans [-1.7, 2.3] (so its multiplier is 255 / 4 in float32); every other element x is chosen so
+    that the float32 product x * multiplier is exactly k + 0.5 while the exact product is a hair above or below
+    it. Rounding the float32 product (half to even) and rounding the exact product give different codes for
+    about half of them.
+    """
+    mult = np.float32(255) / (np.float32(2.3) - np.float32(-1.7))
+    out = np.empty((rows, width), np.float32)
+    ks = torch.randint(-100, 140, (rows, width), generator=g).numpy()
+    for r in range(rows):
+        for c in range(width):
+            t = np.float32(ks[r, c] + 0.5)
+            x = np.float32(t / mult)
+            for _ in range(64):  # walk to a neighbour whose float32 product rounds onto t but is not t
+                if np.float32(x * mult) == t and float(x) * float(mult) != float(t):
+                    break
+                x = np.nextafter(x, np.float32(np.inf if (c + r) % 2 else -np.inf))
+            out[r, c] = x
+        out[r, 0], out[r, 1] = np.float32(-1.7), np.float32(2.3)
+    return torch.from_numpy(out)
+
+
 def main() -> int:
+    """Every fixture, or only those named on the command line (qint8_add, qint8_se, norm_order, qd8_ties)."""
+    want = set(sys.argv[1:]) or {"qint8_add", "qint8_se", "norm_order", "qd8_ties"}
     g = torch.Generator().manual_seed(13)
-    if "se" not in sys.argv[1:]:
+    if "qint8_add" in want:
         # every code of x against random codes of y
         xs = ((torch.arange(-128, 128, dtype=torch.float32) - 3) * 0.02).repeat(8, 1)
         ys = (torch.randint(-128, 128, (8, 256), generator=g).float() + 5) * 0.02
@@ -120,11 +176,40 @@ def main() -> int:
         et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
         record("qint8_add", et, [(xs, ys)])
 
-    torch.manual_seed(5)
-    m = SEBlock().eval()
-    x = torch.randn(1, 8, 8, 8, generator=g)
-    et = lower(m, (x,), [(torch.randn(1, 8, 8, 8, generator=g) * 1.5,) for _ in range(6)])
-    record("qint8_se", et, [(x,), (torch.randn(1, 8, 8, 8, generator=g) * 2,)])
+    if "qint8_se" in want:
+        torch.manual_seed(5)
+        m = SEBlock().eval()
+        x = torch.randn(1, 8, 8, 8, generator=g)
+        et = lower(m, (x,), [(torch.randn(1, 8, 8, 8, generator=g) * 1.5,) for _ in range(6)])
+        record("qint8_se", et, [(x,), (torch.randn(1, 8, 8, 8, generator=g) * 2,)])
+
+    if "norm_order" in want:  # portable layer norm and group norm
+        from executorch.exir import to_edge
+
+        g = torch.Generator().manual_seed(19)
+        torch.manual_seed(19)
+        m = Norms().eval()
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
+        calls = [(norm_rows((16, 64), g), norm_rows((2, 32, 8, 8), g), norm_rows((3, 4, 300), g)) for _ in range(2)]
+        et = to_edge(torch.export.export(m, calls[0])).to_executorch()
+        record("norm_order", et, calls)
+
+    if "qd8_ties" in want:  # an 8da4w linear (group 32) fed rows full of exact float32 rounding ties
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+        from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+
+        g = torch.Generator().manual_seed(17)
+        torch.manual_seed(17)
+        lin = nn.Linear(64, 16).eval()
+        quantize_(lin, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        x = tie_rows(8, 64, g)
+        ep = torch.export.export(lin, (x,))
+        et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        record("qd8_ties", et, [(x,), (tie_rows(8, 64, g),)])
     return 0
 
 

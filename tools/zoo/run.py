@@ -11,7 +11,8 @@ Needs only pterun and NumPy (run it with pterun's interpreter); each case runs i
 
 One line per case (model/variant, family, tolerance kind, PASS / FAIL / REF-FAIL, the measurement, seconds)
 and a summary line; the tolerance policy is ``tools/zoo/policy.py``. Cases the reference itself could not
-export or run are listed as REF-FAIL with the stage and the reason. Exit status 1 when any case fails.
+export or run are listed as REF-FAIL with the stage and the reason, cases whose export ran past its time
+limit as SKIPPED. Exit status 1 when any case fails.
 """
 
 from __future__ import annotations
@@ -132,9 +133,10 @@ def main(argv=None) -> int:
                 family = meta.get("family", "?")
                 case = f"{name}/{variant}"
                 if meta["status"] != "ok":
-                    tally[variant]["ref_failed"] += 1
-                    print(f"{case:42s} {family:12s} {'-':8s} REF-FAIL  at {meta.get('stage')}: "
-                          f"{meta.get('reason', '')[:150]}", flush=True)
+                    skipped = meta["status"] == "skipped"  # the export ran past its --timeout
+                    tally[variant]["skipped" if skipped else "ref_failed"] += 1
+                    print(f"{case:42s} {family:12s} {'-':8s} {'SKIPPED' if skipped else 'REF-FAIL':8s}  at "
+                          f"{meta.get('stage')}: {meta.get('reason', '')[:150]}", flush=True)
                     continue
                 if meta["kind"] == "float":
                     meta["float_floor"] = reference_floor(root / name)
@@ -153,15 +155,17 @@ def main(argv=None) -> int:
     ran = set().union(*families.values()) if families else set()
     clean = ran - failing
     print(f"SUMMARY engine={args.engine or os.environ.get('PTERUN_ENGINE', 'auto')}: {total['pass']} pass, "
-          f"{total['fail']} fail, {total['ref_failed']} reference failures; {len(ran)} architectures, "
+          f"{total['fail']} fail, {total['ref_failed']} reference failures, {total['skipped']} skipped; "
+          f"{len(ran)} architectures, "
           f"{len(clean)} with every case passing")
     if args.markdown:
-        print("\n| variant | pass | fail | reference failed |\n|---|---|---|---|")
+        print("\n| variant | pass | fail | reference failed | skipped |\n|---|---|---|---|---|")
         for v in VARIANTS:
             if v in tally:
                 t = tally[v]
-                print(f"| {v} | {t['pass']} | {t['fail']} | {t['ref_failed']} |")
-        print(f"| **all** | **{total['pass']}** | **{total['fail']}** | **{total['ref_failed']}** |\n")
+                print(f"| {v} | {t['pass']} | {t['fail']} | {t['ref_failed']} | {t['skipped']} |")
+        print(f"| **all** | **{total['pass']}** | **{total['fail']}** | **{total['ref_failed']}** | "
+              f"**{total['skipped']}** |\n")
         for fam in sorted(families):
             print(f"- {fam} ({len(families[fam])}): {', '.join(sorted(families[fam]))}")
     return 1 if failed else 0

@@ -109,6 +109,25 @@ def reduce_axes(dims, ndim: int):
     return wrap_dims(dims, ndim)
 
 
+def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -> np.ndarray:
+    """Sum over ``axes`` (None: all) in ``dtype``, adding the reduced elements one at a time in memory order.
+
+    That is how ExecuTorch's portable reductions and norms sum (a running total); NumPy's own sums are pairwise
+    and differ from it in the last bits, which a later rounding (a dynamic int8 quantization) can magnify.
+    """
+    axes = tuple(range(x.ndim)) if axes is None else tuple(axes)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    n = math.prod(x.shape[a] for a in axes)
+    rows = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [n])
+    if n == 0:
+        total = np.zeros(rows.shape[:-1], dtype)
+    else:
+        total = np.add.accumulate(rows, axis=-1, dtype=dtype)[..., -1]
+    if keepdims:
+        total = total.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
+    return total
+
+
 def as_dtype(x, dtype: np.dtype) -> np.ndarray:
     """``x`` as an array of ``dtype`` without copying when it already is one."""
     if isinstance(x, np.ndarray) and x.dtype == dtype:

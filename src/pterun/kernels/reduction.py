@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from pterun.kernels._common import I64, is_floating, reduce_axes, widen_half, wrap_dim
+from pterun.kernels._common import I64, is_floating, reduce_axes, sum_in_order, widen_half, wrap_dim
 from pterun.kernels.registry import register
 
 
@@ -48,7 +48,7 @@ def mean_out(self, dim, keepdim, dtype, out):
     if not is_floating(acc):
         raise TypeError(f"mean needs a floating output dtype, got {out.dtype}")
     axes = _axes(dim, self.ndim)
-    total = np.sum(self, axis=axes, dtype=acc, keepdims=keepdim)
+    total = sum_in_order(self, axes, acc, keepdims=keepdim)  # ExecuTorch's running sum, not NumPy's pairwise
     with np.errstate(invalid="ignore", divide="ignore"):
         return total / acc.type(_count(self, axes))
 

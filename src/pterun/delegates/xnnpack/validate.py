@@ -297,6 +297,21 @@ def _slice(n: _Node) -> None:
 
 
 def _pad(n: _Node) -> None:
+    vin, vout = n.graph.values.get(n.node.input_id), n.graph.values.get(n.node.output_id)
+    if vin is not None and vout is not None:
+        # XNNPACK defines a constant pad only between values of one datatype and, quantized, of one scale and
+        # zero point; ExecuTorch's partitioner can emit an fp32 -> qint8 pad (PT2E static int8 Swin), which
+        # XNNPACK then refuses to create (ExecuTorch fails to load the method), so it is refused here too
+        if vin.datatype != vout.datatype:
+            raise n.fail(f"input {vin.describe()} and output {vout.describe()} differ in datatype; XNNPACK pads "
+                         f"within one datatype")
+        qi, qo = vin.quant, vout.quant
+        if qi is not None and qo is not None and not (np.array_equal(qi.scale, qo.scale)
+                                                      and np.array_equal(qi.zero_point, qo.zero_point)):
+            si, so = np.asarray(qi.scale, np.float32), np.asarray(qo.scale, np.float32)
+            raise n.fail(f"input {vin.describe()} (scale {si!s}, zero point {qi.zero_point}) and output "
+                         f"{vout.describe()} (scale {so!s}, zero point {qo.zero_point}) are quantized "
+                         f"differently; XNNPACK pads within one quantization")
     x = n.dims("input_id")
     pre, post = tuple(n.node.pre_paddings), tuple(n.node.post_paddings)
     if x is None:
