@@ -12,6 +12,12 @@ cache, e.g. from ``tools/export_llm_bench.py``). ``record`` feeds a seeded rando
 of each step, and writes the prompt, the tokens and the logits to ``--ref`` (default: the zoo cache's
 ``llm/<program name>.npz``). ``check`` feeds the same tokens to pterun and prints, per step, the largest
 difference relative to the largest ExecuTorch logit and whether the greedy tokens agree.
+
+``check --probe`` also measures how far one float32 rounding moves pterun's own logits: the same run (delegates
+not merged) with every delegate output multiplied by (1 +- 2**-23), random signs, against the unperturbed run.
+ExecuTorch's float kernels (its XNNPACK build, its attention) round differently from pterun's by about that much;
+when the probe moves the logits as far as ExecuTorch is away, the distance is the model's sensitivity to rounding
+(a dynamic int8 quantization flipping on the last bit), not a different computation.
 """
 
 from __future__ import annotations
@@ -62,7 +68,26 @@ def record(pte: Path, ref: Path, prompt_len: int, decode: int, vocab_seed: int) 
     print(f"recorded {len(out)} steps of {pte.name} to {ref}")
 
 
-def check(pte: Path, ref: Path, engine: str | None) -> int:
+def _probe_method(pte: Path, engine: str | None, rounded: bool):
+    """forward with delegates not merged; ``rounded``: each delegate output rounded once more (a diagnostic: it
+    wraps the loaded method's executors)."""
+    from pterun import Runtime
+
+    rt = Runtime(merge_delegates=False, **({"engine": engine} if engine else {}))
+    method = rt.load_program(str(pte)).load_method("forward")
+    if rounded:
+        rng = np.random.default_rng(1)
+        for ex in {id(e): e for e in method._runner.executors}.values():
+            def once_more(args, run=ex.execute, ex=ex):
+                run(args)
+                for ext, *_ in ex.outputs:
+                    a = args[ext].array
+                    a *= 1 + np.float32(2.0 ** -23) * rng.choice(np.array([-1, 1], np.float32), a.shape)
+            ex.execute = once_more
+    return method
+
+
+def check(pte: Path, ref: Path, engine: str | None, probe: bool = False) -> int:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     from pterun import Runtime
 
@@ -76,11 +101,21 @@ def check(pte: Path, ref: Path, engine: str | None) -> int:
         return np.asarray(method.execute([tokens_, np.array([pos], np.int64)])[0])
 
     got = steps(execute, prompt, list(tokens))
+    probes = [None] * len(got)
+    if probe:
+        runs = []
+        for rounded in (False, True):
+            m = _probe_method(pte, engine, rounded)
+            runs.append(steps(lambda t, p, m=m: np.asarray(m.execute([t, np.array([p], np.int64)])[0]), prompt,
+                              list(tokens)))
+        probes = [float(np.abs(b.astype(np.float64) - a).max() / np.abs(a).max()) for (_, a), (_, b) in zip(*runs)]
     worst = 0.0
-    for (name, g), w in zip(got, want):
+    for (name, g), w, pr in zip(got, want, probes):
         rel = float(np.abs(g.astype(np.float64) - w).max() / np.abs(w).max())
         worst = max(worst, rel)
-        print(f"{name:10s} {rel:.2e} of scale, greedy token {'agrees' if g.argmax() == w.argmax() else 'differs'}")
+        extra = "" if pr is None else f"; one rounding more moves pterun's own by {pr:.2e}"
+        print(f"{name:10s} {rel:.2e} of scale, greedy token {'agrees' if g.argmax() == w.argmax() else 'differs'}"
+              f"{extra}")
     assert "torch" not in sys.modules, "pterun imported torch"
     print(f"worst {worst:.2e} of scale ({engine or 'default'} engine)")
     return 0
@@ -95,12 +130,13 @@ def main(argv=None) -> int:
     ap.add_argument("--decode", type=int, default=3, help="greedy decode steps for record (default 3)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the random prompt (default 0)")
     ap.add_argument("--engine", choices=("numpy", "litert", "auto"), help="pterun's XNNPACK engine for check")
+    ap.add_argument("--probe", action="store_true", help="check: also the one-rounding sensitivity probe")
     args = ap.parse_args(argv)
     ref = args.ref or default_ref(args.pte)
     if args.mode == "record":
         record(args.pte, ref, args.prompt, args.decode, args.seed)
         return 0
-    return check(args.pte, ref, args.engine)
+    return check(args.pte, ref, args.engine, args.probe)
 
 
 if __name__ == "__main__":
