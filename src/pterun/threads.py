@@ -145,9 +145,10 @@ SPLIT_TAPS = 3_000_000
 SPLIT_MIN_ROWS = 64
 # An XNNPACK delegate whose nodes average less work than this (multiply-adds of a convolution or matrix product,
 # elements of any other node) runs its LiteRT interpreter on one thread: waking a second thread for each small
-# node costs more than it saves (measured on 2 cores: a small transformer 2.5x and a 24-delegate LLM 1.4x slower
-# on 2 threads than on 1; MobileNetV2 and ResNet18 at 224 and a 130M-parameter Llama faster on 2).
-LITERT_MIN_NODE_WORK = 1_000_000
+# node costs more than it saves. Measured on 2 idle cores (LiteRT 2.3): the 7-delegate transformer fixture (nodes
+# of 0.5k-22k) 0.18 ms on 1 thread, 0.25-0.39 on 2; the MobileNetV2 fixture (71k per node) 0.166 -> 0.134 ms; a
+# stack of 8da4w linears at one row (880k) 0.9 -> 0.46 ms.
+LITERT_MIN_NODE_WORK = 50_000
 
 _width: int | None = None  # the process default: threads a split operation may use, the calling thread included
 # (None: not resolved yet)
