@@ -199,3 +199,41 @@ def test_method_outputs_and_other_chains_count_as_outside():
     chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), DelegateCall(2, (2, 5))], [KernelCall(1, (2, 3, 4))]]
     (run,), outside = _find(chains, outputs=(1,))
     assert [s for s in (0, 1, 2, 5) if outside(run, s)] == [1, 2]  # a method output; read by chain 1
+
+
+# -- memory: dynamic inputs are prepared small --------------------------------------------------------------------
+def test_load_dims_shrink_the_dynamic_bound_of_dynamic_inputs_only():
+    from pterun.delegates.xnnpack import load_dims
+    dims = load_dims({127}, lambda ext: ext != 1)
+    assert dims(0, (1, 127, 64)) == (1, 1, 64) and dims(1, (1, 127, 64)) is None and dims(0, (4, 8)) == (4, 8)
+    assert load_dims(frozenset(), lambda ext: True) is None  # a method without dynamic inputs: declared dims
+
+
+@needs_litert
+def test_an_llm_is_prepared_at_one_token_and_grows_with_the_prompt():
+    """LiteRT sizes its memory for the shapes an interpreter is prepared at: at the 127-token bound, a model
+    holds activation memory for 127 tokens from load on (for a ~500M Llama, ~430 MB of its 1.39 GB after load)."""
+    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
+    plans = list({id(e): e for e in method._runner.executors}.values())
+    assert method._runner._dynamic_sizes() == frozenset({127})
+    for p in plans:
+        for v, t in zip(p._graph.inputs, p.inputs):
+            assert p._shapes[t[1]] == tuple(1 if d == 127 else d for d in v.dims)
+    separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
+    for a, b in zip(_decode(separate, 2), _decode(method, 2)):  # a 5-token prefill, then decode: resized on the way
+        assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+@needs_litert
+def test_load_dims_litert_refuses_fall_back_to_the_declared_ones():
+    from pterun.delegates.xnnpack import litert_engine as L
+    g = Graph()
+    x = g.input([2, 6, 4])
+    o = g.output([2, 3, 8])
+    g.node("StaticReshape", num_dims=3, new_shape=[2, 3, 8], input_id=x, output_id=o)  # fixed sizes: only 48 fit
+    graph = G.Graph.read(*g.blob())
+    plan = L.build(graph, 1, load_dims=lambda ext, dims: (2, 1, 4))
+    assert plan._shapes == {plan.inputs[0][1]: (2, 6, 4)}
+    x = RNG.standard_normal((2, 6, 4), np.float32)
+    (got,) = _run(plan, [(2, 6, 4), (2, 3, 8)], [x])
+    assert np.array_equal(got, x.reshape(2, 3, 8))

@@ -34,13 +34,18 @@ class DelegateContext:
     each argument can hold (None for an argument that is not a tensor), so a backend can check at load that its
     graph fits the memory the program gives it. ``num_threads`` is the thread count of the Runtime that loads
     the method (an engine that fixes its threads at load, as LiteRT does, takes it from here).
+    ``dynamic_sizes`` are the upper bounds of the dims in which the method's dynamic inputs may vary (a token
+    count's 511), and ``dynamic_args`` says, per argument of the first DelegateCall, whether its tensor is
+    dynamic: an engine that sizes its memory at load (LiteRT) prepares such inputs with those dims at 1 and grows
+    when a call brings larger ones, instead of holding memory for the upper bound from the start.
     """
 
-    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args", "num_threads")
+    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args", "num_threads",
+                 "dynamic_sizes", "dynamic_args")
 
     def __init__(self, program_name: str, method_name: str, delegate_index: int,
                  named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = (),
-                 num_threads: int = 1):
+                 num_threads: int = 1, dynamic_sizes: frozenset = frozenset(), dynamic_args: tuple = ()):
         self.program_name = program_name
         self.method_name = method_name
         self.delegate_index = delegate_index
@@ -48,6 +53,8 @@ class DelegateContext:
         self.engine = engine
         self.call_args = call_args
         self.num_threads = num_threads
+        self.dynamic_sizes = dynamic_sizes
+        self.dynamic_args = dynamic_args
 
 
 class DelegateInfo(NamedTuple):

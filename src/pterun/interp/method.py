@@ -142,7 +142,10 @@ class MethodRunner:
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
         n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
-        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n)
+        first = next((ins.args for c in self.plan.chains for ins in c
+                      if ins.kind == DELEGATE_CALL and ins.delegate_index == i), ())
+        ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n,
+                              self._dynamic_sizes(), tuple(self._is_dynamic(a) for a in first))
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -169,7 +172,8 @@ class MethodRunner:
         for run in runs:
             indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
             n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
-            ctx = DelegateContext(self.pf.name, self.name, indices[0], self.named_data, self.engine, (), n)
+            ctx = DelegateContext(self.pf.name, self.name, indices[0], self.named_data, self.engine, (), n,
+                                  self._dynamic_sizes())
             try:
                 blobs = {i: self.pf.delegate_blob(plan.delegates[i]) for i in indices}
                 got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values)
@@ -183,6 +187,14 @@ class MethodRunner:
             self.absorbed.update((run.chain, pc) for pc in range(run.start, run.stop))
             for i in indices:
                 self.executors[i] = ex
+
+    def _dynamic_sizes(self) -> frozenset:
+        """The upper bounds of the dims the method's dynamic tensor inputs may vary in (sizes above 1)."""
+        return frozenset(d for vi in self.inputs if self._is_dynamic(vi) for d in self.values[vi].shape if d > 1)
+
+    def _is_dynamic(self, vi: int) -> bool:
+        v = self.values[vi] if 0 <= vi < len(self.values) else None
+        return isinstance(v, Tensor) and v.dynamic
 
     def _call_args(self, i: int) -> tuple:
         """Per DelegateCall of delegate ``i``: each argument's largest element count (None: not a tensor)."""

@@ -29,15 +29,17 @@ from pterun.delegates import DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
 from pterun.errors import DelegateError, PterunError
 
-__all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load"]
+__all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load", "load_dims"]
 
 ENGINES = ("auto", "numpy", "litert")
 
 
-def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None):
+def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None,
+         load_dims=None):
     """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
     ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values;
-    ``num_threads`` is the loading Runtime's count (None: :func:`pterun.threads.num_threads`).
+    ``num_threads`` is the loading Runtime's count (None: :func:`pterun.threads.num_threads`); ``load_dims``
+    (:class:`~pterun.delegates.DelegateContext`) the smaller dims to prepare dynamic inputs at.
 
     Returns the executor: a LiteRT plan, or a NumPy :class:`NumpyPlan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
@@ -45,12 +47,26 @@ def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = 
     graph = Graph.read(blob, named_data)
     for capacities in call_args:
         _check_external_values(graph, capacities)
-    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads)
+    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads, load_dims=load_dims)
     if plan is not None:
         return plan
     plan = _numpy(graph)
     plan.engine_reason = reason
     return plan
+
+
+def load_dims(sizes, dynamic):
+    """``(external id, declared dims) -> dims`` to prepare a graph input at: a dynamic input's dims whose size is one
+    of ``sizes`` (the method's dynamic dims at their upper bound) at 1, so LiteRT sizes its memory for the shapes
+    calls bring, not for the bound; None (prepare at the declared dims) when there is nothing to shrink.
+    ``dynamic(external id)`` says whether the argument's tensor is dynamic."""
+    sizes = frozenset(sizes)
+    if not sizes:
+        return None
+
+    def dims(ext: int, declared: tuple):
+        return tuple(1 if d in sizes else d for d in declared) if dynamic(ext) else None
+    return dims
 
 
 def _check_external_values(graph: Graph, capacities: tuple) -> None:
@@ -80,7 +96,7 @@ def litert_threads(graph: Graph, num_threads: int | None = None) -> int:
     return 1 if n > 1 and graph.work_per_node() < threads.LITERT_MIN_NODE_WORK else n
 
 
-def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None):
+def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None):
     """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
@@ -89,7 +105,8 @@ def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = Non
     from pterun.delegates.xnnpack import litert_engine as L
 
     try:
-        return L.build(graph, litert_threads(graph, num_threads), fallback=lambda: _numpy(graph)), None
+        return L.build(graph, litert_threads(graph, num_threads), fallback=lambda: _numpy(graph),
+                       load_dims=load_dims), None
     except L.Unavailable as e:
         if engine == "litert":
             raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
@@ -132,8 +149,10 @@ class XnnpackBackend:
         return True
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
+        flags = getattr(ctx, "dynamic_args", ())
+        dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: ext < len(flags) and flags[ext])
         return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
-                    getattr(ctx, "num_threads", None))
+                    getattr(ctx, "num_threads", None), dims)
 
     def absorbs(self, op) -> bool:
         """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`)."""
@@ -160,7 +179,8 @@ class XnnpackBackend:
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
-        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None))
+        dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: getattr(tensors[args[ext]], "dynamic", False))
+        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None), load_dims=dims)
         return None if plan is None else (plan, args)
 
 

@@ -44,7 +44,8 @@ class LiteRTPlan:
     engine = "litert"
     engine_reason: str | None = None
 
-    def __init__(self, interp, graph: G.Graph, tr: Translation, num_threads: int, fallback=None):
+    def __init__(self, interp, graph: G.Graph, tr: Translation, num_threads: int, fallback=None, shapes=None,
+                 load_dims=None):
         in_idx, out_idx = tr.inputs, tr.outputs
         self._fallback = fallback  # () -> a NumPy plan, for input shapes this model cannot take
         self._numpy = None
@@ -54,13 +55,15 @@ class LiteRTPlan:
         self.inputs = [(v.external_id, t, np.dtype(G.STORAGE_DTYPES[v.datatype])) for v, t in zip(graph.inputs, in_idx)]
         self.outputs = [(v.external_id, t) for v, t in zip(graph.outputs, out_idx)]
         self._lock = threading.Lock()
-        self._use(interp, tr)
+        self._load_dims = load_dims  # to prepare a rebuilt interpreter (forked child) as this one was
+        self._use(interp, tr, shapes)
         _PLANS.add(self)
 
-    def _use(self, interp, tr: Translation) -> None:
+    def _use(self, interp, tr: Translation, shapes=None) -> None:
         self._interp = interp
         self._model = tr.model  # the interpreter reads its constants from these bytes
-        self._shapes = {t: tuple(int(d) for d in v.dims) for v, t in zip(self._graph.inputs, tr.inputs)}
+        self._shapes = dict(shapes) if shapes is not None else {
+            t: tuple(int(d) for d in v.dims) for v, t in zip(self._graph.inputs, tr.inputs)}
         self._set = interp.set_tensor
         self._invoke = interp.invoke
         self._views = {t: interp.tensor(t) for _, t in self.outputs}
@@ -73,8 +76,8 @@ class LiteRTPlan:
             self._interp = self._model = self._views = self._set = self._invoke = None
 
     def _rebuild(self) -> None:
-        interp, tr = _interpreter(self._graph, self.num_threads)
-        self._use(interp, tr)
+        interp, tr, shapes = _interpreter(self._graph, self.num_threads, self._load_dims)
+        self._use(interp, tr, shapes)
 
     @property
     def arity(self) -> int:
@@ -161,30 +164,47 @@ def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:
                    and {int(t) for t in o["outputs"]} & missing})
 
 
-def build(graph: G.Graph, num_threads: int = 1, fallback=None) -> LiteRTPlan:
+def build(graph: G.Graph, num_threads: int = 1, fallback=None, load_dims=None) -> LiteRTPlan:
     """Translate ``graph`` and create its interpreter on LiteRT's XNNPACK path.
 
     Raises :class:`Unsupported` (the reason) when the translation or XNNPACK does not take the whole graph, and
     :class:`Unavailable` when LiteRT is missing. ``fallback()``, when given, makes the NumPy plan the LiteRT plan
-    moves to if a later call brings input shapes the model cannot take.
+    moves to if a later call brings input shapes the model cannot take. ``load_dims(external_id, dims)``, when
+    given, names smaller dims to prepare a dynamic input at (None: its declared upper bound): LiteRT sizes its
+    memory for the shapes it is prepared at, and a prefill of 60 tokens should not hold memory for 511.
     """
-    interp, tr = _interpreter(graph, num_threads)
-    return LiteRTPlan(interp, graph, tr, num_threads, fallback)
+    interp, tr, shapes = _interpreter(graph, num_threads, load_dims)
+    return LiteRTPlan(interp, graph, tr, num_threads, fallback, shapes, load_dims)
 
 
-def _interpreter(graph: G.Graph, num_threads: int) -> tuple:
-    """(interpreter, translation) for ``graph``, wholly on XNNPACK, its packed weights' sources given back."""
+def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
+    """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed
+    weights' sources given back. Smaller load dims that LiteRT refuses are dropped for the declared ones."""
     _, _, Interpreter = modules()
     tr = translate(graph)
     from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
-    try:
-        with capture_native_stderr():
-            interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
-            _INTERPRETERS.add(interp)
-            interp.allocate_tensors()
-            ops = interp._get_ops_details()
-    except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
-        raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
+    declared = {t: tuple(int(d) for d in v.dims) for v, t in zip(graph.inputs, tr.inputs)}
+    small = {}
+    if load_dims is not None and not tr.fixed_shape:
+        for v, t in zip(graph.inputs, tr.inputs):
+            dims = load_dims(v.external_id, declared[t])
+            if dims is not None and tuple(dims) != declared[t]:
+                small[t] = tuple(int(d) for d in dims)
+    for attempt in (small, {}) if small else ({},):
+        try:
+            with capture_native_stderr():
+                interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
+                _INTERPRETERS.add(interp)
+                for t, dims in attempt.items():
+                    interp.resize_tensor_input(t, list(dims))
+                interp.allocate_tensors()
+                ops = interp._get_ops_details()
+            break
+        except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
+            if attempt:
+                continue  # the smaller shapes were the problem: prepare at the declared ones
+            raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
+    shapes = {**declared, **attempt}
     left = _not_delegated(ops, tr)
     if left:
         raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
@@ -192,7 +212,7 @@ def _interpreter(graph: G.Graph, num_threads: int) -> tuple:
     packed = release_packed(tr.model, tr.packed)
     logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
                    "bytes of the model given back", from_file, packed)
-    return interp, tr
+    return interp, tr, shapes
 
 
 # -- fork ------------------------------------------------------------------------------------------------------

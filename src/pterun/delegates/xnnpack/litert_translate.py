@@ -73,12 +73,12 @@ class _Translator(NodeRules, ModelWriter):
         quant = self.quant_of(v)
         buf = 0
         if v.data is not None:
-            data = v.data
+            xor = 0
             if v.datatype in (G.QCINT4, G.QBINT4):
                 if v.dims[-1] % 2:
                     raise self.no(f"{v.describe()}: 4-bit rows of odd length")
-                data = np.bitwise_xor(data, np.uint8(0x88))  # unsigned, zero point 8 -> signed int4, still packed
-            buf = self.buffer(data)
+                xor = 0x88  # unsigned, zero point 8 -> signed int4, still packed (applied while copied in)
+            buf = self.buffer(v.data, xor)
         return self.add_tensor(list(v.dims), getattr(self.S.TensorType, tname), buf, quant, f"v{v.id}")
 
     def temp_like(self, vid: int) -> int:
@@ -238,7 +238,7 @@ class _Translator(NodeRules, ModelWriter):
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
         model = self.serialize(ins, outs)
         return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
-                           tuple(data for _, data in self.blobs))
+                           tuple(data for _, data, _ in self.blobs))
 
 
 class Translation(NamedTuple):

@@ -25,7 +25,8 @@ class ModelWriter:
         self.opcodes: dict[int, int] = {}
         self.codes: list = []
         self.buffers = [schema.BufferT()]  # buffer 0: the empty sentinel TFLite requires
-        self.blobs: list[tuple[int, np.ndarray]] = []  # (buffer index, bytes to place after the flatbuffer)
+        # (buffer index, bytes to place after the flatbuffer, a byte to XOR them with on the way or 0)
+        self.blobs: list[tuple[int, np.ndarray, int]] = []
         self.op_names: list[str] = []
 
     def no(self, what: str) -> Exception:
@@ -41,10 +42,12 @@ class ModelWriter:
         self.tensors.append(t)
         return len(self.tensors) - 1
 
-    def buffer(self, data: np.ndarray) -> int:
+    def buffer(self, data: np.ndarray, xor: int = 0) -> int:
+        """A buffer holding ``data``'s bytes, each XORed with ``xor`` as it is copied into the model (4-bit weights
+        change sign convention that way without a temporary copy of them)."""
         b = self.S.BufferT()
         self.buffers.append(b)
-        self.blobs.append((len(self.buffers) - 1, np.asarray(data).reshape(-1).view(np.uint8)))
+        self.blobs.append((len(self.buffers) - 1, np.asarray(data).reshape(-1).view(np.uint8), xor))
         return len(self.buffers) - 1
 
     def const(self, arr: np.ndarray, tname: str, quant=None) -> int:
@@ -107,7 +110,7 @@ class ModelWriter:
         at = _align(self.size_bound())
         while True:
             pos = at
-            for b, data in self.blobs:
+            for b, data, _ in self.blobs:
                 self.buffers[b].offset, self.buffers[b].size = pos, data.size
                 pos = _align(pos + data.size)
             fb = self._pack(m)
@@ -117,8 +120,8 @@ class ModelWriter:
         made = new_bytes(_align(pos))
         if made is None:  # no C API: the same bytes, assembled by join
             parts, end = [fb, bytes(at - len(fb))], at
-            for _, data in self.blobs:
-                parts.append(memoryview(np.ascontiguousarray(data)))
+            for _, data, xor in self.blobs:
+                parts.append(memoryview(np.bitwise_xor(data, np.uint8(xor)) if xor else np.ascontiguousarray(data)))
                 end += data.size
                 parts.append(bytes(_align(end) - end))
                 end = _align(end)
@@ -126,10 +129,14 @@ class ModelWriter:
         model, out = made  # one copy of the constants, straight into the model's bytes; every byte written
         out[:len(fb)] = np.frombuffer(fb, np.uint8)
         end = len(fb)
-        for b, data in self.blobs:
+        for b, data, xor in self.blobs:
             start = self.buffers[b].offset
             out[end:start] = 0
-            out[start:start + data.size] = data
+            dst = out[start:start + data.size]
+            if xor:
+                np.bitwise_xor(data, np.uint8(xor), out=dst)
+            else:
+                dst[...] = data
             end = start + data.size
         out[end:] = 0
         return model
