@@ -9,8 +9,8 @@
 4. constant folding (pterun.interp.fold) and step building (pterun.interp.steps), instruction by instruction;
 
 and :meth:`MethodRunner.run` is the loop (pterun.interp.loop), or its observed twin (pterun.interp.observe)
-when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``, ``merge``) and passes it
-in; the thread count is this thread's own (:func:`pterun.threads.use_threads`) while the method runs.
+when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``, ``merge``) and
+passes it in; the thread count is this thread's own (:func:`pterun.threads.use_threads`) while the method runs.
 
 Example::
 

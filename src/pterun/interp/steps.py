@@ -83,7 +83,8 @@ class StepBuilder:
                     get = values.__getitem__
                     steps.append(lambda ex=ex, b=b: ex.execute(list(map(get, b))))
                     info.append((name, b, pc))
-                    events.append(Event(ci, pc, "DelegateCall", name, slot_reader(values, tags, _delegate_outputs(ex, b)),
+                    read = slot_reader(values, tags, _delegate_outputs(ex, b))
+                    events.append(Event(ci, pc, "DelegateCall", name, read,
                                         detail=f"instructions {run.start}-{run.stop - 1} merged into one call"))
                 continue
             if kind == KERNEL_CALL:
