@@ -189,8 +189,11 @@ class MethodRunner:
                 self.executors[i] = ex
 
     def _dynamic_sizes(self) -> frozenset:
-        """The upper bounds of the dims the method's dynamic tensor inputs may vary in (sizes above 1)."""
-        return frozenset(d for vi in self.inputs if self._is_dynamic(vi) for d in self.values[vi].shape if d > 1)
+        """The upper bounds of the dims the method's dynamic tensor inputs may vary in: each dynamic input's largest
+        dim (a token count's 511; the file does not say which dim varies, and a small one such as 3 channels is
+        rarely the one)."""
+        return frozenset(max(self.values[vi].shape) for vi in self.inputs
+                         if self._is_dynamic(vi) and max(self.values[vi].shape, default=1) > 1)
 
     def _is_dynamic(self, vi: int) -> bool:
         v = self.values[vi] if 0 <= vi < len(self.values) else None
