@@ -38,7 +38,9 @@ def _count(x, axes) -> int:
 @register("aten::sum.IntList_out")
 def sum_out(self, dim, keepdim, dtype, out):
     """sum.IntList_out(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
-    return np.sum(self, axis=_axes(dim, self.ndim), dtype=_acc(out), keepdims=keepdim)
+    # the ufunc itself, not np.sum: a cast it refuses (complex into a real out) is then raised from this module,
+    # where pterun's warning filter makes it an error (pterun._fpstate), not a warning from NumPy's wrapper
+    return np.add.reduce(self, axis=_axes(dim, self.ndim), dtype=_acc(out), keepdims=keepdim)
 
 
 @register("aten::mean.out")
@@ -64,14 +66,14 @@ def prod_int_out(self, dim, keepdim, dtype, out):
     """prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
     axis = wrap_dim(dim, self.ndim) if self.ndim else None
     with np.errstate(over="ignore"):
-        return np.prod(self, axis=axis, dtype=_acc(out), keepdims=keepdim and self.ndim > 0)
+        return np.multiply.reduce(self, axis=axis, dtype=_acc(out), keepdims=keepdim and self.ndim > 0)
 
 
 @register("aten::prod.out")
 def prod_out(self, dtype, out):
     """prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
     with np.errstate(over="ignore"):
-        return np.prod(self, dtype=_acc(out))
+        return np.multiply.reduce(self, axis=None, dtype=_acc(out))
 
 
 def _extreme(fn, self, dim, keepdim):
