@@ -537,9 +537,9 @@ def two_threads():
 
 
 @needs_litert
-@pytest.mark.parametrize("k,n,threads", [(64, 64, 1), (200, 249, 1), (200, 250, 2), (2048, 2048, 2)])
+@pytest.mark.parametrize("k,n,threads", [(64, 64, 1), (250, 399, 1), (250, 400, 2), (2048, 2048, 2)])
 def test_a_delegate_of_small_layers_runs_on_one_thread(two_threads, k, n, threads):
-    # threads.LITERT_MIN_NODE_WORK: 50,000 multiply-adds per node on average
+    # threads.LITERT_MIN_NODE_WORK: 100,000 multiply-adds per node on average
     blob, named = _fc_graph(k, n).blob("named")
     plan = load(blob, named, "litert")
     assert (plan.engine, plan.num_threads) == ("litert", threads)
