@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -428,6 +429,18 @@ def test_bench_groups_delegates_that_run_alike(capsys):
     assert main(["--engine", "numpy", "bench", str(FIXTURES / "xnn_transformer.pte"), "--repeat", "1"]) == 0
     lines = [ln for ln in capsys.readouterr().out.splitlines() if "XnnpackBackend" in ln]
     assert lines == ["delegates 0-6 (XnnpackBackend): engine numpy"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
+def test_bench_says_how_many_delegate_calls_run_merged(capsys, monkeypatch):
+    monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
+    llm = str(FIXTURES / "llm" / "kv_xnn.pte")
+    assert main(["--engine", "litert", "bench", llm, "--repeat", "1"]) == 0
+    assert ("7 delegate call(s) per run; 4 of them each run several neighbouring delegate calls merged into one "
+            "(PTERUN_NO_MERGE=1 keeps every call apart)") in capsys.readouterr().out.splitlines()
+    monkeypatch.setenv("PTERUN_NO_MERGE", "1")
+    assert main(["--engine", "litert", "bench", llm, "--repeat", "1"]) == 0
+    assert "merged" not in capsys.readouterr().out
 
 
 def test_index_ranges_are_compressed():

@@ -351,6 +351,11 @@ def cmd_bench(args) -> int:
     for (backend, engine, reason), indices in groups.items():
         which = f"delegate {indices[0]}" if len(indices) == 1 else f"delegates {_ranges(indices)}"
         print(f"{which} ({backend}): engine {engine or 'its own'}" + (f" ({reason})" if reason else ""))
+    merged = [e for e in method.steps if e.kind == "DelegateCall" and e.detail]
+    if merged:
+        calls = sum(1 for e in method.steps if e.kind == "DelegateCall")
+        print(f"{calls} delegate call(s) per run; {len(merged)} of them each run several neighbouring delegate calls "
+              "merged into one (PTERUN_NO_MERGE=1 keeps every call apart)")
     if args.profile and not interrupted:
         from pterun.profile import format_profile, profile
         print()
