@@ -374,7 +374,7 @@ def test_a_quantization_scale_xnnpack_would_refuse_is_refused_at_load(scale):
 # -- XNNPACK external values fit the DelegateCall's arguments ----------------------------------------------------
 def test_a_graph_input_larger_than_its_delegate_argument_is_refused_at_load():
     # a flipped dim of a graph input made LiteRT plan 2 GB for a program whose input holds 64 floats
-    from test_xnnpack import Graph
+    from xnn_payloads import Graph
     from pterun.delegates.xnnpack import load as load_delegate
 
     g = Graph()

@@ -22,7 +22,9 @@ from pterun import Runtime
 from pterun.delegates.xnnpack import load
 from pterun.delegates.xnnpack import payload as P
 from pterun.errors import DelegateError
-from test_xnnpack import BINARY_REFS, F32, RNG, UNARY_REFS, Graph, T, V, out_tensor, per_token, randn, tensor
+from test_xnnpack import BINARY_REFS, RNG, UNARY_REFS
+from xnn_payloads import F32, Graph, T, out_tensor, qb4_fc_graph, tensor
+from xnn_refs import randn
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
@@ -340,18 +342,7 @@ def test_int4_weights_stay_packed_and_bf16_scales_become_exact_fp16():
 
 def _qb4_graph(scale) -> Graph:
     oc, ic, gs = 64, 256, 32
-    wq = RNG.integers(-8, 8, (oc, ic))
-    scales = np.full((oc, ic // gs), scale, F32)
-    packed = ((wq[:, 0::2] + 8) | ((wq[:, 1::2] + 8) << 4)).astype(np.uint8)
-    g = Graph()
-    i = g.input([2, ic])
-    qd = g.internal([2, ic], P.QDINT8, per_token(1))
-    quant = (P.PER_CHANNEL_GROUP, T({4: ("o", V("f", list(scales.reshape(-1)))), 6: ("i", 0), 8: ("i", gs)}))
-    wv = g.value([oc, ic], P.QBINT4, data=packed, quant=quant)
-    o = g.output([2, oc])
-    g.node("Convert", input_id=i, output_id=qd)
-    g.node("FullyConnected", input1_id=qd, filter_id=wv, output_id=o)
-    return g
+    return qb4_fc_graph(RNG.integers(-8, 8, (oc, ic)), np.full((oc, ic // gs), scale, F32), gs)
 
 
 @needs_litert

@@ -16,7 +16,7 @@ from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
 from pterun.format.program import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
 from pterun.interp.merge import Absorbed, DelegatePart
-from test_xnnpack import Graph, out_tensor, tensor
+from xnn_payloads import Graph, out_tensor, tensor
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")

@@ -18,7 +18,8 @@ from fixtures_util import FIXTURES, assert_matches, load_calls
 from pterun.delegates.xnnpack import load
 from pterun.delegates.xnnpack import payload as P
 from pterun.format.program import DELEGATE_CALL, TENSOR, read_program
-from test_xnnpack import BINARY_REFS, UNARY_REFS, out_tensor, tensor  # shared helpers of the unit tests
+from test_xnnpack import BINARY_REFS, UNARY_REFS  # references of the unit tests
+from xnn_payloads import out_tensor, tensor
 
 XNN_FIXTURES = ["mlp", "mlp_dynamic", "cnn", "ops", "transformer", "gru", "mobilenet_v2", "qint8_cnn", "qint8_ops",
                 "qdint8_mlp", "qdint8_conv", "8da4w", "8da4w_channel", "fp16", "mixed", "dynamic_reshape"]
