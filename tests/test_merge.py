@@ -215,7 +215,7 @@ def test_an_llm_is_prepared_at_one_token_and_grows_with_the_prompt():
     holds activation memory for 127 tokens from load on (for a ~500M Llama, ~430 MB of its 1.39 GB after load)."""
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     plans = list({id(e): e for e in method._runner.executors}.values())
-    assert method._runner._dynamic_sizes() == frozenset({127})
+    assert method._runner.dynamic_sizes == frozenset({127})
     for p in plans:
         for v, t in zip(p._graph.inputs, p.inputs):
             assert p._shapes[t[1]] == tuple(1 if d == 127 else d for d in v.dims)

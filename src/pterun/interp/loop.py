@@ -9,7 +9,7 @@ with a hook around each step.
 
 from __future__ import annotations
 
-from pterun.errors import InvalidProgramError, KernelError, PterunError
+from pterun.errors import InvalidProgramError, KernelError
 
 
 class JumpFalse:
@@ -44,9 +44,7 @@ def run_chains(runner) -> None:
                     count += 1
                     if count > limit:
                         raise runner.loop_error(limit, n)
-        except PterunError as e:
-            if isinstance(e, (InvalidProgramError, KernelError)):
-                raise
-            raise runner.kernel_error(info, pc, e) from e
         except Exception as e:
+            if isinstance(e, (InvalidProgramError, KernelError)):  # already names the method and instruction
+                raise
             raise runner.kernel_error(info, pc, e) from e

@@ -76,6 +76,7 @@ class MethodRunner:
         self.outputs = plan.outputs
         self.uses_shared_arenas = len(plan.buffer_sizes) > 2
         self.volatile = find_volatile(plan, self.tags)
+        self.dynamic_sizes = self._dynamic_sizes()  # what LiteRT prepares dynamic inputs at (DelegateContext)
         self.executors: list = [None] * len(plan.delegates)
         self.merged: dict = {}  # (chain, first instruction) -> (Run, executor, argument slots)
         self.absorbed: set = set()  # (chain, instruction) of every instruction a merged call runs
@@ -145,7 +146,7 @@ class MethodRunner:
         first = next((ins.args for c in self.plan.chains for ins in c
                       if ins.kind == DELEGATE_CALL and ins.delegate_index == i), ())
         ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n,
-                              self._dynamic_sizes(), tuple(self._is_dynamic(a) for a in first))
+                              self.dynamic_sizes, tuple(self._is_dynamic(a) for a in first))
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -173,7 +174,7 @@ class MethodRunner:
             indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
             n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
             ctx = DelegateContext(self.pf.name, self.name, indices[0], self.named_data, self.engine, (), n,
-                                  self._dynamic_sizes())
+                                  self.dynamic_sizes)
             try:
                 blobs = {i: self.pf.delegate_blob(plan.delegates[i]) for i in indices}
                 got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values)

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from pterun.errors import InvalidProgramError, KernelError, PterunError
+from pterun.errors import InvalidProgramError, KernelError
 from pterun.format.program import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
 from pterun.interp.loop import JumpFalse
 from pterun.interp.tensor import Tensor
@@ -130,11 +130,9 @@ def run_observed(runner, hook) -> None:
                 count += 1
                 if jumps and count > limit:
                     raise runner.loop_error(limit, n)
-        except PterunError as e:
-            if isinstance(e, (InvalidProgramError, KernelError)):
-                raise
-            raise runner.kernel_error(info, pc, e) from e
         except Exception as e:
+            if isinstance(e, (InvalidProgramError, KernelError)):  # already names the method and instruction
+                raise
             raise runner.kernel_error(info, pc, e) from e
 
 

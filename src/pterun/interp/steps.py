@@ -80,8 +80,7 @@ class StepBuilder:
                 if (ci, pc) in merged:
                     run, ex, b = merged[ci, pc]
                     name = f"delegate {run.backend}"
-                    get = values.__getitem__
-                    steps.append(lambda ex=ex, b=b: ex.execute(list(map(get, b))))
+                    steps.append(self._executor_step(ex, b))
                     info.append((name, b, pc))
                     read = slot_reader(values, tags, _delegate_outputs(ex, b))
                     events.append(Event(ci, pc, "DelegateCall", name, read,
@@ -232,9 +231,11 @@ class StepBuilder:
         return step
 
     def _delegate_step(self, index: int, args: tuple):
-        ex = self.executors[index]
-        values = self.values
-        get = values.__getitem__
+        return self._executor_step(self.executors[index], args)
+
+    def _executor_step(self, ex, args: tuple):
+        """A step calling a delegate executor (one delegate's, or a merged run's) on the live values at ``args``."""
+        get = self.values.__getitem__
         return lambda: ex.execute(list(map(get, args)))
 
     def _move_step(self, src: int, dst: int):
