@@ -70,3 +70,19 @@ def assert_matches(actual, expected, where: str, rtol_scale: float = 1e-4) -> No
     else:
         assert type(actual) is type(expected), f"{where}: type {type(actual).__name__} != {type(expected).__name__}"
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def mlp_with_randn(program):
+    """mlp.pte's forward plan (``program`` loaded from it) with its first instruction, a weight's permute, replaced by
+    a randn of the same shape: every argument of the randn is a constant. Returns the new ExecutionPlan."""
+    from pterun.format.program import INT, INT_LIST, ExecutionPlan, KernelCall
+
+    plan = program.file.plan(program.file.plan_index("forward"))
+    _, _, (_, _, out, ret) = plan.chains[0][0]
+    sizes = plan.values[out][1].sizes
+    values = list(plan.values) + [(INT, s) for s in sizes]
+    values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
+    chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
+    return ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
+                         plan.delegates, plan.buffer_sizes)
+

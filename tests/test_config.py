@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fixtures_util import FIXTURES, load_calls
+from fixtures_util import FIXTURES, load_calls, mlp_with_randn
 from pterun import Runtime
-from pterun.format.program import INT, INT_LIST, KernelCall, ExecutionPlan
 from pterun.interp.method import MethodRunner
 
 
@@ -23,15 +22,7 @@ def test_fold_argument_beats_the_environment_variable(monkeypatch):
 def _randn_runner(seed):
     """mlp's forward with its first instruction replaced by a randn of the weight's shape (constant arguments)."""
     program = Runtime(seed=seed).load_program(FIXTURES / "mlp.pte")
-    plan = program.file.plan(program.file.plan_index("forward"))
-    _, _, (_, _, out, ret) = plan.chains[0][0]
-    sizes = plan.values[out][1].sizes
-    values = list(plan.values) + [(INT, s) for s in sizes]
-    values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
-    chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
-    randn = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
-                 plan.delegates, plan.buffer_sizes)
-    return MethodRunner(program.file, randn, shared_arenas={}, seed=seed)
+    return MethodRunner(program.file, mlp_with_randn(program), shared_arenas={}, seed=seed)
 
 
 def _run(runner, x):

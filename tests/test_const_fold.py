@@ -7,9 +7,9 @@ import pytest
 
 import pterun.interp.method as method_module
 import pterun.kernels.random as random_kernels
-from fixtures_util import FIXTURES, load_calls, portable_fixture_names
+from fixtures_util import FIXTURES, load_calls, mlp_with_randn, portable_fixture_names
 from pterun import KernelError, Runtime
-from pterun.format.program import INT, INT_LIST, KERNEL_CALL, KernelCall, ExecutionPlan
+from pterun.format.program import KERNEL_CALL, ExecutionPlan
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
 from pterun.kernels.registry import Kernel
@@ -135,16 +135,10 @@ def test_random_kernels_are_never_folded():
 def test_a_randn_of_constant_arguments_still_draws_on_every_call():
     program = Runtime.get().load_program(FIXTURES / "mlp.pte")
     plan = program._plan("forward")
-    kind, _, (_, _, out, ret) = plan.chains[0][0]
+    kind = plan.chains[0][0].kind
     assert kind == KERNEL_CALL and plan.operators[plan.chains[0][0][1]] == "aten::permute_copy.out"
-    # replace the first weight's permute by a randn of the same shape: every argument is a constant
-    sizes = plan.values[out][1].sizes
-    values = list(plan.values) + [(INT, s) for s in sizes]
-    values.append((INT_LIST, tuple(range(len(plan.values), len(values)))))
-    chain = [KernelCall(len(plan.operators), (len(values) - 1, out, ret))] + plan.chains[0][1:]
-    randn_plan = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
-                      plan.delegates, plan.buffer_sizes)
-    runner = MethodRunner(program._pf, randn_plan, shared_arenas={})
+    # the first weight's permute replaced by a randn of the same shape: every argument is a constant
+    runner = MethodRunner(program._pf, mlp_with_randn(program), shared_arenas={})
     assert "aten::randn.out" not in [n for _, _, n in runner.folded]
     assert [n for _, _, n in runner.folded] == ["aten::permute_copy.out"] * 2
     x = load_calls("mlp")[0]["inputs"]
