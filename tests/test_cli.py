@@ -436,7 +436,7 @@ def test_bench_says_how_many_delegate_calls_run_merged(capsys, monkeypatch):
     monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
     llm = str(FIXTURES / "llm" / "kv_xnn.pte")
     assert main(["--engine", "litert", "bench", llm, "--repeat", "1"]) == 0
-    assert ("7 delegate call(s) per run; 4 of them each run several neighbouring delegate calls merged into one "
+    assert ("5 delegate call(s) per run; 4 of them each run several neighbouring delegate calls merged into one "
             "(PTERUN_NO_MERGE=1 keeps every call apart)") in capsys.readouterr().out.splitlines()
     monkeypatch.setenv("PTERUN_NO_MERGE", "1")
     assert main(["--engine", "litert", "bench", llm, "--repeat", "1"]) == 0

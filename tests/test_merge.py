@@ -16,6 +16,7 @@ from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
 from pterun.format.program import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
 from pterun.interp.merge import Absorbed, DelegatePart
+from pterun.interp.tensor import Tensor
 from xnn_payloads import Graph, out_tensor, tensor
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
@@ -125,7 +126,7 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers():
     calls = len([e for e in merged.steps if e.kind == "DelegateCall"])
     before = len([e for e in separate.steps if e.kind == "DelegateCall"])
     joined = sum(sum(isinstance(p, DelegatePart) for p in run.parts) - 1 for run, _, _ in runs.values())
-    assert (before, calls) == (24, 24 - joined) and calls == 7
+    assert (before, calls) == (24, 24 - joined) and calls == 5  # each layer's rotary-embedding call joined its own
     assert [d.engine for d in merged.delegates] == ["litert"] * len(merged.delegates)
     for a, b in zip(_decode(separate), _decode(merged)):
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
@@ -136,10 +137,28 @@ def test_trace_shows_a_merged_call_as_one_instruction():
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     (run, _, _), *_ = method._runner.merged.values()
     event = next(e for e in method.steps if e.index == run.start)
+    later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
     assert event.kind == "DelegateCall" and event.detail == (f"instructions {run.start}-{run.stop - 1} merged into "
-                                                             "one call")
+                                                             f"one call{later}")
     indices = {t.index for t in method.trace([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])}
-    assert run.start in indices and not indices & set(range(run.start + 1, run.stop))
+    assert run.start in indices and indices & set(range(run.start + 1, run.stop)) == set(run.deferred)
+
+
+@needs_litert
+def test_a_merged_call_moves_past_the_cache_update_and_attention_runs_after_it():
+    """Between a layer's projections and its rotary embedding, ExecuTorch writes the value cache; the merged call
+    holds both delegates, and the cache update (with the view it reads) runs right after it, in program order."""
+    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
+    plan, ops = method._runner.plan.chains[0], method._runner.plan.operators
+    runs = [run for run, _, _ in method._runner.merged.values() if run.deferred]
+    assert runs
+    for run in runs:
+        assert {ops[plan[pc].op_index] for pc in run.deferred} == {"executorch_prim::et_view.default",
+                                                                   "llama::update_cache.out"}
+        order = [e.index for e in method.steps]
+        at = order.index(run.start)
+        assert order[at + 1:at + 1 + len(run.deferred)] == list(run.deferred)
+        assert not set(order) & (set(range(run.start + 1, run.stop)) - set(run.deferred))
 
 
 @needs_litert
@@ -166,12 +185,17 @@ def _mean_values():
     return values, tags
 
 
-def _find(chains, outputs=(), volatile=()):
+def _find(chains, outputs=(), volatile=(), later=None, values=None):
     from pterun.interp.merge import find_runs, slots_read_outside
-    values, tags = _mean_values()
+    values, tags = values or _mean_values()
     plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs)
-    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True)
+    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True, later)
     return runs, slots_read_outside(plan, tags, values)
+
+
+def _add_later(ins):
+    """The test plan's add (a, b, out) may run later: it reads a and b, writes out."""
+    return set(ins.args[:2]), {ins.args[2]}
 
 
 def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
@@ -199,6 +223,125 @@ def test_method_outputs_and_other_chains_count_as_outside():
     chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), DelegateCall(2, (2, 5))], [KernelCall(1, (2, 3, 4))]]
     (run,), outside = _find(chains, outputs=(1,))
     assert [s for s in (0, 1, 2, 5) if outside(run, s)] == [1, 2]  # a method output; read by chain 1
+
+
+def test_an_instruction_the_backend_cannot_hold_is_deferred_when_nothing_later_in_the_run_needs_it():
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
+    (run,), outside = _find(chains, outputs=(5,), later=_add_later)
+    assert (run.start, run.stop, run.deferred) == (0, 3, (1,))
+    assert [type(p).__name__ for p in run.parts] == ["DelegatePart", "DelegatePart"]
+    assert outside(run, 1) and not outside(run, 4)  # the deferred add reads what the first call wrote
+    assert _find(chains, outputs=(5,))[0] == []  # without ``later`` nothing is deferred
+
+
+@pytest.mark.parametrize("second, why", [((3, 5), "reads what the deferred add writes"),
+                                         ((4, 2), "writes what the deferred add reads"),
+                                         ((4, 3), "writes what the deferred add writes")])
+def test_an_instruction_is_not_deferred_past_a_call_it_depends_on(second, why):
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, second)]]
+    assert _find(chains, outputs=(5,), later=_add_later)[0] == [], why
+
+
+def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
+    """The memory plan may put a later output where the deferred instruction's input was: moving the instruction
+    after the merged call would read the new value."""
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
+    values, tags = _mean_values()
+    values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)  # slot 5 reuses 1's memory
+    assert _find(chains, outputs=(5,), later=_add_later, values=(values, tags))[0] == []
+    # read by nothing outside, or only by a later part of the run: slot 5 never reaches memory, the add may move
+    (run,), _ = _find(chains, outputs=(), later=_add_later, values=(values, tags))
+    assert run.deferred == (1,)
+    chains[0].append(DelegateCall(2, (5, 6)))
+    (run,), _ = _find(chains, outputs=(6,), later=_add_later, values=(values, tags))
+    assert (run.start, run.stop, run.deferred) == (0, 4, (1,))
+
+
+# -- views, slices and squeezes in a merged graph ------------------------------------------------------------------
+def _rope_like_parts(t_max=4):
+    """Delegate 0: x + y [1, T, 8]; then view [1, T, 4, 2], the odd elements ([..., 1:2], squeezed); delegate 1:
+    times w [4]. T changes at run time (the view's size is symbolic there)."""
+    g0 = Graph()
+    a, b, o = g0.input([1, t_max, 8]), g0.input([1, t_max, 8]), g0.output([1, t_max, 8])
+    g0.node("Add", input1_id=a, input2_id=b, output_id=o)
+    g1 = Graph()
+    x, w, o = g1.input([1, t_max, 4]), g1.input([4]), g1.output([1, t_max, 4])
+    g1.node("Multiply", input1_id=x, input2_id=w, output_id=o)
+    graphs = {0: G.Graph.read(*g0.blob()), 1: G.Graph.read(*g1.blob())}
+    parts = (DelegatePart(0, (1, 2, 10)), Absorbed("view", (10,), (11,), {"size": (1, None, 4, 2)}),
+             Absorbed("slice", (11,), (12,), {"dim": 3, "start": 1, "end": 2}),
+             Absorbed("squeeze", (12,), (13,), {"dims": (3,)}), DelegatePart(1, (13, 3, 14)))
+    tensors = [None] * 15
+    for slot, shape in {1: (1, t_max, 8), 2: (1, t_max, 8), 10: (1, t_max, 8), 11: (1, t_max, 4, 2),
+                        12: (1, t_max, 4, 1), 13: (1, t_max, 4), 14: (1, t_max, 4)}.items():
+        tensors[slot] = out_tensor(shape, np.float32, capacity=shape)
+    tensors[3] = out_tensor((4,), np.float32)
+    return parts, graphs, tensors
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_views_slices_and_squeezes_join_a_merged_graph_at_every_run_time_size(engine):
+    parts, graphs, tensors = _rope_like_parts()
+    graph, args = merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+    assert args == (1, 2, 3, 14)
+    assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "StaticSlice", "StaticReshape", "Multiply"]
+    assert graph.nodes[1].new_shape == [1, 0, 4, 2] and graph.nodes[3].new_shape == [1, 0, 4]  # 0: the run-time dim
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1, load_dims=lambda ext, dims: (1, 1, 8) if dims == (1, 4, 8) else None)
+    for t in (1, 4, 2):
+        x, y = RNG.standard_normal((1, t, 8), np.float32), RNG.standard_normal((1, t, 8), np.float32)
+        w = RNG.standard_normal(4).astype(np.float32)
+        out = out_tensor((1, t, 4), np.float32, capacity=(1, 4, 4))
+        plan.execute([tensor(x), tensor(y), tensor(w), out])
+        np.testing.assert_array_equal(out.array, (x + y).reshape(1, t, 4, 2)[..., 1] * w)
+
+
+def test_a_squeeze_or_slice_is_not_merged_where_the_dim_that_changes_is_unknown():
+    parts, graphs, tensors = _rope_like_parts()
+    # without the view, the slice reads the first delegate's output: which of its dims changes is not known
+    parts = (parts[0], Absorbed("slice", (10,), (12,), {"dim": 2, "start": 1, "end": 2}), parts[4])
+    with pytest.raises(CannotMerge, match=r"slice of \[1, 4, 8\]: which dims change at run time is not known"):
+        merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+
+
+def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
+    from pterun.format.program import INT, INT_LIST, TENSOR
+    from pterun.interp.merge import absorbed_op
+    values = [out_tensor((1, 4, 8), np.float32, capacity=(1, 4, 8)), (2, 3, 4, 5), 1, 4, 4, 2,
+              out_tensor((1, 4, 4, 2), np.float32, capacity=(1, 4, 4, 2))]
+    tags = [TENSOR, INT_LIST, INT, INT, INT, INT, TENSOR]
+    name = "executorch_prim::et_view.default"
+    assert absorbed_op(name, (0, 1, 6), values, tags, {3}) == Absorbed("view", (0,), (6,), {"size": (1, None, 4, 2)})
+    values[4] = -1  # a fixed -1 is the out tensor's declared size there
+    assert absorbed_op(name, (0, 1, 6), values, tags, {3}).attrs == {"size": (1, None, 4, 2)}
+    assert absorbed_op(name, (0, 1, 6), values, tags, {3, 5}) is None
+
+
+@needs_litert
+def test_litert_takes_a_slice_to_the_end_of_a_run_time_dim_as_a_split():
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_translate import Unsupported
+
+    def sliced(offset, size):
+        g = Graph()
+        x, o = g.input([1, 4, 6]), g.output([1, 4, size])
+        g.node("StaticSlice", num_dims=3, offsets=[0, 0, offset], sizes=[0, 0, size], input_id=x, output_id=o)
+        return G.Graph.read(*g.blob())
+
+    plan = L.build(sliced(4, 2), 1, load_dims=lambda ext, dims: (1, 1, 6))  # the last of three pieces
+    for t in (1, 3):
+        x = RNG.standard_normal((1, t, 6), np.float32)
+        out = out_tensor((1, t, 2), np.float32, capacity=(1, 4, 2))
+        plan.execute([tensor(x), out])
+        np.testing.assert_array_equal(out.array, x[..., 4:6])
+    with pytest.raises(Unsupported, match="did not take SLICE"):  # [1:3] of 6 is no piece of an even split
+        L.build(sliced(1, 2), 1)
 
 
 # -- memory: dynamic inputs are prepared small --------------------------------------------------------------------

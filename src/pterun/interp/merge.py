@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pterun.format.program import (BOOL, DELEGATE_CALL, FREE_CALL, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
+from pterun.format.program import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
                                    MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
 from pterun.interp.tensor import Tensor
 
@@ -51,43 +51,125 @@ class Absorbed(NamedTuple):
 
 
 class Run(NamedTuple):
-    """Instructions ``start..stop-1`` of chain ``chain``: the parts in order (DelegatePart or Absorbed) and the
-    backend they all belong to."""
+    """Instructions ``start..stop-1`` of chain ``chain``: the parts in order (DelegatePart or Absorbed), the
+    backend they all belong to, and the instructions among them that run after the merged call, in order
+    (``deferred``)."""
 
     chain: int
     start: int
     stop: int
     backend: str
     parts: tuple
+    deferred: tuple = ()
 
 
 def absorbed_op(name: str, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
-    """The :class:`Absorbed` form of a KernelCall, or None when it has none (only a float32 ``mean.out`` over
-    fixed dims, with keepdim fixed, does)."""
-    if name != "aten::mean.out" or len(args) not in (5, 6):
+    """The :class:`Absorbed` form of a KernelCall on float32 tensors, or None when it has none: ``mean`` (a
+    ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view`` / ``view_copy``: ``size`` with None for
+    the one dim known only at run time; a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and ``slice``
+    (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
+    form = _FORMS.get(name)
+    if form is None:
         return None
-    x, dim, keep, dtype, out = args[:5]
-    if tags[x] != TENSOR or tags[out] != TENSOR or tags[dim] != INT_LIST or tags[keep] != BOOL:
+    arity, make = form
+    if len(args) not in (arity, arity + 1) or (len(args) == arity + 1 and args[-1] != args[arity - 1]):
         return None
-    if tags[dtype] != NULL or keep in volatile or dim in volatile or any(j in volatile for j in values[dim]):
-        return None
+    x, out = args[0], args[arity - 1]
     xt, ot = values[x], values[out]
-    if not (isinstance(xt, Tensor) and isinstance(ot, Tensor)) or xt.dtype != np.float32 or ot.dtype != np.float32:
+    if tags[x] != TENSOR or tags[out] != TENSOR or not (isinstance(xt, Tensor) and isinstance(ot, Tensor)):
         return None
-    rank = len(xt.shape)
-    axes = [values[j] for j in values[dim]]
-    if not axes or any(type(a) is not int or not -rank <= a < rank for a in axes):
+    if xt.dtype != np.float32 or ot.dtype != np.float32:
         return None
-    axes = tuple(sorted({a % rank for a in axes}))
-    if len(args) == 6 and args[5] != out:
+    attrs = make(args, values, tags, volatile, len(xt.shape))
+    return None if attrs is None else Absorbed(attrs.pop("op"), (x,), (out,), attrs)
+
+
+def _const_int(slot: int, values: list, tags: list, volatile: set):
+    """The int at ``slot`` when it is fixed at load, else None."""
+    if tags[slot] != INT or slot in volatile or type(values[slot]) is not int:
         return None
-    return Absorbed("mean", (x,), (out,), {"axes": axes, "keepdim": bool(values[keep])})
+    return values[slot]
+
+
+def _const_ints(slot: int, values: list, tags: list, volatile: set):
+    """The ints of the int list at ``slot`` when every one is fixed at load, else None."""
+    if tags[slot] != INT_LIST or slot in volatile or not isinstance(values[slot], tuple):
+        return None
+    got = [_const_int(j, values, tags, volatile) for j in values[slot]]
+    return None if None in got else got
+
+
+def _mean(args, values, tags, volatile, rank):
+    _, dim, keep, dtype = args[:4]
+    axes = _const_ints(dim, values, tags, volatile)
+    if tags[keep] != BOOL or keep in volatile or tags[dtype] != NULL or not axes:
+        return None
+    if any(not -rank <= a < rank for a in axes):
+        return None
+    return {"op": "mean", "axes": tuple(sorted({a % rank for a in axes})), "keepdim": bool(values[keep])}
+
+
+def _view(args, values, tags, volatile, rank):
+    size = args[1]
+    if tags[size] != INT_LIST or size in volatile or not isinstance(values[size], tuple):
+        return None
+    declared = values[args[2]].shape
+    if len(declared) != len(values[size]):
+        return None
+    dims = []
+    for j, bound in zip(values[size], declared):
+        d = _const_int(j, values, tags, volatile) if tags[j] == INT and j not in volatile else None
+        if j not in volatile and (d is None or d < -1):
+            return None
+        dims.append(None if d is None else bound if d == -1 else d)  # None: the dim the run-time size decides
+    if dims.count(None) > 1:
+        return None
+    return {"op": "view", "size": tuple(dims)}
+
+
+def _squeeze(args, values, tags, volatile, rank):
+    dims = _const_ints(args[1], values, tags, volatile) if tags[args[1]] == INT_LIST else \
+        [_const_int(args[1], values, tags, volatile)]
+    if not dims or None in dims or any(not -rank <= d < rank for d in dims):
+        return None
+    return {"op": "squeeze", "dims": tuple(sorted({d % rank for d in dims}))}
+
+
+def _slice(args, values, tags, volatile, rank):
+    dim, start, end = (_const_int(a, values, tags, volatile) for a in args[1:4])
+    if dim is None or not -rank <= dim < rank or _const_int(args[4], values, tags, volatile) != 1:
+        return None
+    if (start is None and tags[args[2]] != NULL) or (end is None and tags[args[3]] != NULL):
+        return None
+    return {"op": "slice", "dim": dim % rank, "start": start, "end": end}
+
+
+# operator -> (arguments up to and including ``out``, attributes maker)
+_FORMS = {
+    "aten::mean.out": (5, _mean),
+    "executorch_prim::et_view.default": (3, _view),
+    "aten::view_copy.out": (3, _view),
+    "aten::squeeze_copy.dims_out": (3, _squeeze),
+    "aten::squeeze_copy.dim_out": (3, _squeeze),
+    "aten::slice_copy.Tensor_out": (6, _slice),
+}
 
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
-              absorbs: Callable[[str, Absorbed], bool]) -> list[Run]:
+              absorbs: Callable[[str, Absorbed], bool], later: Callable | None = None) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend. ``mergers(delegate_index)`` names the delegate's backend
-    when that backend can merge, else None; ``absorbs(backend, absorbed)`` says whether it can run an operator."""
+    when that backend can merge, else None; ``absorbs(backend, absorbed)`` says whether it can run an operator.
+
+    ``later(instruction)``, when given, lets a run reach past KernelCalls the backend cannot hold: it returns the
+    (read, written) slots of a KernelCall that may run after the merged call instead of before it, or None.
+    Such an instruction is *deferred* (``Run.deferred``) only where moving it is invisible: nothing later in the
+    run reads or writes what it writes or writes what it reads, and none of the memory it touches is memory the
+    merged call writes for anything later in the run. An absorbed ``view`` whose result is read outside the run
+    is deferred too (it is replayed after the call: a view costs nothing but its binding).
+    """
+    uses = _uses(plan, tags, values)
+    outputs = set(plan.outputs)
+    root = _view_roots(plan)
     runs = []
     for ci, chain in enumerate(plan.chains):
         if any(ins.kind == JUMP_FALSE_CALL for ins in chain):
@@ -99,31 +181,122 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             if backend is None:
                 pc += 1
                 continue
-            parts, last, delegates, j = [DelegatePart(ins.delegate_index, tuple(ins.args))], pc, 1, pc + 1
-            pending = []  # absorbed operators after the last delegate call, kept only if another call follows
+            items = [(pc, DelegatePart(ins.delegate_index, tuple(ins.args)))]  # (pc, part or None: deferred)
+            j = pc + 1
             while j < n:
                 nxt = chain[j]
                 if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
-                    parts += pending + [DelegatePart(nxt.delegate_index, tuple(nxt.args))]
-                    pending, last, delegates = [], j, delegates + 1
+                    items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
                 elif nxt.kind == KERNEL_CALL:
                     op = absorbed_op(plan.operators[nxt.op_index], tuple(nxt.args), values, tags, volatile)
-                    if op is None or not absorbs(backend, op):
+                    if op is not None and absorbs(backend, op):
+                        items.append((j, op))
+                    elif later is not None and later(nxt) is not None:
+                        items.append((j, None))
+                    else:
                         break
-                    pending.append(op)
                 elif nxt.kind != FREE_CALL:
                     break
                 j += 1
-            if delegates >= 2:
-                runs.append(Run(ci, pc, last + 1, backend, tuple(parts)))
-            pc = last + 1
+            run = _settle(ci, backend, items, chain, values, uses, outputs, root, later)
+            if run is None:
+                pc += 1
+                continue
+            runs.append(run)
+            pc = run.stop
     return runs
 
 
-def slots_read_outside(plan, tags: list, values: list) -> Callable[[Run, int], bool]:
-    """``outside(run, slot)``: whether anything but ``run`` itself can read ``slot`` (an instruction outside the
-    run, in any chain, directly or through a list, or the caller as a method output)."""
-    uses: dict[int, list] = {}  # slot -> [(chain, pc), ...] of the instructions that name it
+def _settle(ci, backend, items, chain, values, uses, outputs, root, later) -> Run | None:
+    """The longest prefix of ``items`` that ends on a delegate call, holds two or more, and whose deferred
+    instructions may run after the merged call; None when there is none. The run is cut before the first
+    element a deferred instruction may not move past, and settled again (what is read outside changes)."""
+    while True:
+        while items and not isinstance(items[-1][1], DelegatePart):
+            items = items[:-1]  # a run ends on a delegate call
+        if sum(isinstance(p, DelegatePart) for _, p in items) < 2:
+            return None
+        start, stop = items[0][0], items[-1][0] + 1
+        deferred = {pc for pc, p in items if p is None}
+
+        def outside(slot: int) -> bool:
+            return slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred
+                                          for c, pc in uses.get(slot, ()))
+
+        for pc, p in reversed(items):  # a view read outside is replayed (later views first: views of views)
+            if isinstance(p, Absorbed) and p.op == "view" and outside(p.outputs[0]):
+                deferred.add(pc)
+        bad = _first_conflict(items, deferred, chain, values, root, later, outside)
+        if bad is None:
+            parts = tuple(p for _, p in items if p is not None)
+            return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)))
+        items = [(pc, p) for pc, p in items if pc < bad]
+
+
+def _first_conflict(items, deferred, chain, values, root, later, outside) -> int | None:
+    """The first element of the run that a deferred instruction before it may not move past, or None."""
+    def slots(pc):
+        return {root.get(s, s) for s in _expand(chain[pc].args, values)}
+
+    first = None
+    for k, (pc, p) in enumerate(items):
+        if pc not in deferred:
+            continue
+        if p is None:
+            reads, writes = later(chain[pc])
+            reads = {root.get(s, s) for s in _expand(reads, values)}
+            writes = {root.get(s, s) for s in writes}
+        else:  # a replayed view writes only its own binding
+            reads, writes = slots(pc), set()
+        for q, e in items[k + 1:]:
+            if first is not None and q >= first:
+                break
+            if q in deferred:
+                continue  # deferred instructions keep their order
+            touched = slots(q)
+            if isinstance(e, DelegatePart):
+                written = touched
+            else:  # an absorbed view writes no memory; other absorbed operators their output
+                written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
+            if writes & touched or reads & written or _overlap(writes, touched, values) or \
+                    _overlap(reads | writes, [s for s in written if outside(s)], values):
+                first = q
+                break
+    return first
+
+
+def _overlap(mine, theirs, values) -> bool:
+    """Whether any tensor slot of ``mine`` shares memory with a different tensor slot of ``theirs``."""
+    a = [values[s].storage for s in mine if isinstance(values[s], Tensor) and values[s].storage.size]
+    b = [values[s].storage for s in set(theirs) - set(mine)
+         if isinstance(values[s], Tensor) and values[s].storage.size]
+    return any(np.may_share_memory(x, y) for x in a for y in b)
+
+
+def _expand(args, values) -> list:
+    """Argument slots, with the members of list arguments."""
+    out = []
+    for a in args:
+        out.append(a)
+        if 0 <= a < len(values) and isinstance(values[a], tuple):
+            out.extend(j for j in values[a] if isinstance(j, int) and 0 <= j < len(values))
+    return out
+
+
+def _view_roots(plan) -> dict:
+    """slot -> the slot whose memory it aliases, through chains of ``et_view`` (the only aliasing operator)."""
+    root = {}
+    for chain in plan.chains:
+        for ins in chain:
+            if ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == "executorch_prim::et_view.default" \
+                    and len(ins.args) >= 3:
+                root[ins.args[2]] = root.get(ins.args[0], ins.args[0])
+    return root
+
+
+def _uses(plan, tags: list, values: list) -> dict:
+    """slot -> [(chain, pc), ...] of the instructions that name it, directly or through a list."""
+    uses: dict[int, list] = {}
 
     def note(slot: int, where) -> None:
         if not 0 <= slot < len(tags):
@@ -144,10 +317,19 @@ def slots_read_outside(plan, tags: list, values: list) -> Callable[[Run, int], b
                 note(ins.move_to, (ci, pc))
             elif ins.kind == JUMP_FALSE_CALL:
                 note(ins.cond_value_index, (ci, pc))
+    return uses
+
+
+def slots_read_outside(plan, tags: list, values: list) -> Callable[[Run, int], bool]:
+    """``outside(run, slot)``: whether anything but ``run``'s merged call can read ``slot`` (an instruction outside
+    the run or deferred past its call, in any chain, directly or through a list, or the caller as a method
+    output)."""
+    uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
 
     def outside(run: Run, slot: int) -> bool:
         if slot in outputs:
             return True
-        return any(c != run.chain or not run.start <= pc < run.stop for c, pc in uses.get(slot, ()))
+        return any(c != run.chain or not run.start <= pc < run.stop or pc in run.deferred
+                   for c, pc in uses.get(slot, ()))
     return outside

@@ -37,7 +37,7 @@ from pterun.interp.loop import run_chains
 from pterun.interp.memory import Memory
 from pterun.interp.merge import DelegatePart, find_runs, slots_read_outside
 from pterun.interp.observe import Event, run_observed
-from pterun.interp.steps import StepBuilder, find_volatile, kernels_for
+from pterun.interp.steps import StepBuilder, find_volatile, kernels_for, written_slots
 from pterun.interp.tensor import Tensor
 
 #: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
@@ -166,7 +166,18 @@ class MethodRunner:
             backend = BACKENDS.get(name) if name in BACKENDS else None
             return name if backend is not None and hasattr(backend, "merge") and backend.is_available() else None
 
-        runs = find_runs(plan, self.values, self.tags, self.volatile, merger, lambda b, op: BACKENDS[b].absorbs(op))
+        KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+
+        def later(ins):  # (read, written) slots of a KernelCall that may run after a merged call, or None
+            kernel = KERNELS.get(plan.operators[ins.op_index]) if ins.kind == KERNEL_CALL else None
+            if kernel is None or kernel.raw or kernel.random or kernel.not_supported:
+                return None
+            args = tuple(ins.args)
+            left = {args[m] for m in kernel.unwritten if m < len(args)}  # out placeholders it never touches
+            return set(args) - left, set(written_slots(kernel, args)) - left
+
+        runs = find_runs(plan, self.values, self.tags, self.volatile, merger, lambda b, op: BACKENDS[b].absorbs(op),
+                         later)
         if not runs:
             return
         outside = slots_read_outside(plan, self.tags, self.values)
@@ -185,7 +196,7 @@ class MethodRunner:
                 continue
             ex, args = got
             self.merged[run.chain, run.start] = (run, ex, args)
-            self.absorbed.update((run.chain, pc) for pc in range(run.start, run.stop))
+            self.absorbed.update((run.chain, pc) for pc in range(run.start, run.stop))  # deferred ones included
             for i in indices:
                 self.executors[i] = ex
 

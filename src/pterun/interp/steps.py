@@ -74,6 +74,21 @@ class StepBuilder:
         values, tags = self.values, self.tags
         merged = self.runner.merged  # (chain, first instruction) -> (run, executor, argument slots)
         absorbed = self.runner.absorbed  # (chain, instruction) of every instruction a merged call runs
+
+        def kernel_call(ins, pc: int) -> None:
+            name, b = self.plan.operators[ins.op_index], ins.args
+            kernel = KERNELS[name]
+            if name in GEOMETRY_CHECKS:
+                self._check_geometry(kernel, b, pc)
+            read = slot_reader(values, tags, written_slots(kernel, b))
+            if self.folder is not None and self.folder.fold(kernel, b, ci, pc):
+                self.folded.append((ci, pc, name))
+                self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
+                return
+            steps.append(self._kernel_step(kernel, b, pc))
+            info.append((name, b, pc))
+            events.append(Event(ci, pc, "KernelCall", name, read))
+
         for pc, ins in enumerate(chain):
             kind = ins.kind
             if (ci, pc) in absorbed:
@@ -83,22 +98,14 @@ class StepBuilder:
                     steps.append(self._executor_step(ex, b))
                     info.append((name, b, pc))
                     read = slot_reader(values, tags, _delegate_outputs(ex, b))
+                    later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
                     events.append(Event(ci, pc, "DelegateCall", name, read,
-                                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call"))
+                                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call{later}"))
+                    for d in run.deferred:  # instructions the merged call moved past: in program order, after it
+                        kernel_call(chain[d], d)
                 continue
             if kind == KERNEL_CALL:
-                name, b = self.plan.operators[ins.op_index], ins.args
-                kernel = KERNELS[name]
-                if name in GEOMETRY_CHECKS:
-                    self._check_geometry(kernel, b, pc)
-                read = slot_reader(values, tags, _written_slots(kernel, b))
-                if self.folder is not None and self.folder.fold(kernel, b, ci, pc):
-                    self.folded.append((ci, pc, name))
-                    self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
-                    continue
-                steps.append(self._kernel_step(kernel, b, pc))
-                info.append((name, b, pc))
-                events.append(Event(ci, pc, "KernelCall", name, read))
+                kernel_call(ins, pc)
             elif kind == DELEGATE_CALL:
                 a, b = ins.delegate_index, ins.args
                 ex = self.executors[a]
@@ -273,7 +280,7 @@ def kernels_for(chain) -> dict:
     return KERNELS
 
 
-def _written_slots(kernel, args: tuple) -> tuple:
+def written_slots(kernel, args: tuple) -> tuple:
     """The value slots a KernelCall writes: its out (``!``) arguments and return slot; a raw kernel's last one."""
     if kernel.raw:
         return args[-1:]

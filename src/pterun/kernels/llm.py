@@ -38,7 +38,7 @@ def _check_cache_write(value, cache, what: str = "cache") -> None:
         raise ValueError(f"value dtype {value.dtype} and {what} dtype {cache.dtype} differ in element size")
 
 
-@register("llama::update_cache.out")
+@register("llama::update_cache.out", unwritten=(3,))
 def update_cache_out(value, cache, start_pos, out):
     """update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)"""
     _check_cache_write(value, cache)
@@ -50,7 +50,7 @@ def update_cache_out(value, cache, start_pos, out):
     return None, None
 
 
-@register("llama::update_cache_with_indices.out")
+@register("llama::update_cache_with_indices.out", unwritten=(4,))
 def update_cache_with_indices_out(value, cache, start_pos, indices, out):
     """update_cache_with_indices.out(Tensor value, Tensor(a!) cache, SymInt start_pos, Tensor indices, *, Tensor(b!) out) -> Tensor(b!)"""
     _check_cache_write(value, cache)

@@ -67,19 +67,22 @@ class Kernel:
     inputs may be computed once at load (False for random draws and uninitialised buffers).
     ``returns_view``: whether the result is normally a view of an input, so folding it costs no memory.
     ``not_supported``: why pterun refuses the operator (loading a program that uses it fails with this
-    reason), or None. ``random``: the kernel draws random numbers from the ``rng=`` keyword argument, which
+    reason), or None. ``unwritten``: positions of schema-mutable arguments the kernel never writes (ExecuTorch's
+    ``update_cache`` writes its cache and leaves its ``out`` placeholder alone), so moving the instruction past
+    another that uses that memory is safe (pterun.interp.merge). ``random``: the kernel draws random numbers from the ``rng=`` keyword argument, which
     the interpreter binds to the method's :class:`numpy.random.Generator` (never foldable). :meth:`specialize`
     asks for a load-time fast path.
     """
 
     __slots__ = ("name", "fn", "_schema", "raw", "_specializer", "volatile_args", "foldable", "returns_view",
-                 "not_supported", "random")
+                 "not_supported", "random", "unwritten")
 
     def __init__(self, name: str, fn: Callable, schema: Schema | None, raw: bool = False, *,
                  specialize: Callable | None = None, volatile_args: tuple[int, ...] | None = None,
                  foldable: bool = True, returns_view: bool = False, not_supported: str | None = None,
-                 random: bool = False):
+                 random: bool = False, unwritten: tuple[int, ...] = ()):
         self.name, self.fn, self._schema, self.raw = name, fn, schema, raw
+        self.unwritten = tuple(unwritten)
         self.random = random
         self._specializer = specialize
         self.volatile_args = volatile_args
@@ -168,7 +171,8 @@ def parse_schema(text: str) -> Schema:
 
 def register(name: str, *, raw: bool = False, specialize: Callable | None = None,
              volatile_args: tuple[int, ...] | None = None, foldable: bool = True, returns_view: bool = False,
-             not_supported: str | None = None, random: bool = False) -> Callable[[Callable], Callable]:
+             not_supported: str | None = None, random: bool = False,
+             unwritten: tuple[int, ...] = ()) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the kernel for operator ``name``, with its whole contract; registering a name twice
     is an error.
 
@@ -179,7 +183,7 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
     ``foldable=False`` keeps an instruction from being computed at load however constant its inputs;
     ``returns_view=True`` says the result is normally a view of an input; ``not_supported`` registers an
     operator only to refuse it at load, with that reason; ``random=True`` marks a kernel that takes the method's
-    random generator as ``rng=``. See :class:`Kernel`.
+    random generator as ``rng=``; ``unwritten`` names out arguments the kernel leaves alone. See :class:`Kernel`.
     """
 
     def deco(fn: Callable) -> Callable:
@@ -192,7 +196,7 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
             raise RuntimeError(f"kernel for {name!r}: volatile_args applies to raw kernels only")
         KERNELS[name] = Kernel(name, fn, None if raw else _FROM_DOC, raw, specialize=specialize,
                                volatile_args=volatile_args, foldable=foldable, returns_view=returns_view,
-                               not_supported=not_supported, random=random)
+                               not_supported=not_supported, random=random, unwritten=unwritten)
         return fn
 
     return deco

@@ -317,8 +317,31 @@ class NodeRules:
         self.simple(n, "RESHAPE", [self.i32(shape)])
 
     def node_StaticSlice(self, n: G.Node) -> None:
+        piece = self.split_piece(n)
+        if piece is not None:
+            self.split(n, *piece)
+            return
         sizes = [s if s else -1 for s in n.sizes]  # 0: to the end (of the run-time size)
         self.simple(n, "SLICE", [self.i32(list(n.offsets)), self.i32(sizes)])
+
+    def split_piece(self, n: G.Node) -> tuple | None:
+        """(dim, pieces, which) when the slice is one of 2-4 equal pieces along one dim and runs to the end of
+        every other (a merged graph's ``x[..., 0]`` of rotary embeddings): XNNPACK takes SPLIT, while its SLICE
+        needs every size fixed, which a dim that changes at run time does not allow. None otherwise."""
+        dims = self.value(n.input_id).dims
+        cut = [a for a, (o, s) in enumerate(zip(n.offsets, n.sizes)) if o or s]
+        if len(cut) != 1 or any(n.sizes[a] for a in range(len(dims)) if a != cut[0]):
+            return None
+        d = cut[0]
+        size, offset = n.sizes[d], n.offsets[d]
+        if not size or dims[d] % size or offset % size or not 2 <= dims[d] // size <= 4:
+            return None
+        return d, dims[d] // size, offset // size
+
+    def split(self, n: G.Node, d: int, pieces: int, which: int) -> None:
+        out = self.output(n.output_id, self.residual(n))
+        outs = [out if k == which else self.temp_like(n.output_id) for k in range(pieces)]
+        self.op("SPLIT", [self.i32([d]), self.tensor_of(n.input_id)], outs, "SplitOptions", numSplits=pieces)
 
     def node_StaticConstantPad(self, n: G.Node) -> None:
         pads = [[a, b] for a, b in zip(n.pre_paddings, n.post_paddings)]

@@ -27,13 +27,16 @@ from pterun.delegates.xnnpack import graph as G
 __all__ = ["CannotMerge", "merge_graphs", "absorbs"]
 
 
+_KIND = {name: kind for kind, (name, _) in G.NODE_TYPES.items()}
+
+
 class CannotMerge(Exception):
     """The run's graphs do not join cleanly; the delegates run one by one."""
 
 
 def absorbs(op) -> bool:
     """Whether the merged graph can hold the operator (:class:`pterun.interp.merge.Absorbed`)."""
-    return op.op == "mean"
+    return op.op in ("mean", "view", "squeeze", "slice")
 
 
 def _id_fields(fields: dict) -> list:
@@ -49,6 +52,8 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     values: dict[int, G.Value] = {}
     nodes: list[G.Node] = []
     current: dict[int, int] = {}  # slot -> merged value id holding what the run last wrote there
+    # merged value id -> which of its dims the run-time size decides (known where an absorbed view made it)
+    runtime_dims: dict[int, tuple] = {}
     inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
     written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
 
@@ -96,20 +101,20 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
                 nodes.append(n._replace(index=len(nodes), fields=fields))
             for v in g.outputs:
                 write(part.args[v.external_id], remap[v.id])
-        else:  # an absorbed mean
+        else:  # an absorbed operator: one node of the merged graph
             (x,), (out,) = part.inputs, part.outputs
-            xt, ot = tensors[x], tensors[out]
-            src = read(x, G.Value(0, G.FP32, tuple(xt.shape), None, 0, None, None))
-            dims = tuple(values[src].dims)
-            axes, keep = part.attrs["axes"], part.attrs["keepdim"]
-            want = tuple(1 if a in axes else d for a, d in enumerate(dims)) if keep else \
-                tuple(d for a, d in enumerate(dims) if a not in axes)
-            if want != tuple(ot.shape) or any(a >= len(dims) for a in axes):
-                raise CannotMerge(f"mean over {list(axes)} of {list(dims)} does not give {list(ot.shape)}")
+            src = read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
+            node, want, dyn = _absorbed_node(part, values[src], runtime_dims.get(src), tensors[x].dynamic,
+                                             tuple(tensors[out].shape))
             vid = add(G.Value(0, G.FP32, want, None, 0, None, None))
-            nodes.append(G.Node(len(nodes), G.MEAN, "Mean", {"input_id": src, "output_id": vid, "axes": axes,
-                                                         "keepdim": keep}, -math.inf, math.inf, None))
-            write(out, vid)
+            nodes.append(G.Node(len(nodes), node[0], node[1], {"input_id": src, "output_id": vid, **node[2]},
+                                -math.inf, math.inf, None))
+            if dyn is not None:
+                runtime_dims[vid] = dyn
+            if part.op == "view":
+                current[out] = vid  # never written to memory: the view, where read outside, is replayed
+            else:
+                write(out, vid)
 
     outs, seen = [], set()
     for vid, slot in written:
@@ -124,3 +129,69 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     for k, (vid, _) in enumerate(outs, len(inputs)):
         values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
     return G.Graph(values, nodes, len(args)), args
+
+
+def _absorbed_node(part, src: G.Value, dyn, dynamic: bool, out_shape: tuple) -> tuple:
+    """((node kind, name, fields), output dims, which output dims the run-time size decides or None) for an
+    absorbed operator reading ``src``; ``dyn`` says the same of ``src`` (None: not known), ``dynamic`` whether its
+    tensor may change shape at all. Raises :class:`CannotMerge` where the node would not follow every shape
+    the operator can see."""
+    dims, op = tuple(src.dims), part.op
+    if dyn is None and not dynamic:
+        dyn = (False,) * len(dims)
+    if op == "mean":
+        axes, keep = part.attrs["axes"], part.attrs["keepdim"]
+        if any(a >= len(dims) for a in axes):
+            raise CannotMerge(f"mean over {list(axes)} of {list(dims)}")
+        want = tuple(1 if a in axes else d for a, d in enumerate(dims)) if keep else \
+            tuple(d for a, d in enumerate(dims) if a not in axes)
+        if want != out_shape:
+            raise CannotMerge(f"mean over {list(axes)} of {list(dims)} does not give {list(out_shape)}")
+        return (G.MEAN, "Mean", {"axes": axes, "keepdim": keep}), want, None
+    if op == "view":
+        size = part.attrs["size"]
+        known = math.prod(d for d in size if d is not None)
+        if None in size:
+            if known == 0 or math.prod(dims) % known:
+                raise CannotMerge(f"view {list(size)} of {list(dims)}")
+            want = tuple(math.prod(dims) // known if d is None else d for d in size)
+        else:
+            want = tuple(size)
+        if math.prod(want) != math.prod(dims) or (dyn is None or any(dyn)) and None not in size:
+            raise CannotMerge(f"view {list(size)} of {list(dims)}" + ("" if math.prod(want) == math.prod(dims)
+                                                                     else ": the sizes differ"))
+        if dyn is not None and not any(dyn):  # a static source: every size is known
+            return (_KIND["StaticReshape"], "StaticReshape", {"num_dims": len(want), "new_shape": list(want),
+                                                              "flags": 0}), want, (False,) * len(want)
+        return (_KIND["StaticReshape"], "StaticReshape",
+                {"num_dims": len(want), "new_shape": [0 if d is None else d for d in size], "flags": 0}), \
+            want, tuple(d is None for d in size)
+    if dyn is None:
+        raise CannotMerge(f"{op} of {list(dims)}: which dims change at run time is not known")
+    if op == "squeeze":
+        gone = [d for d in part.attrs["dims"] if d < len(dims) and dims[d] == 1 and not dyn[d]]
+        if any(d < len(dims) and (dyn[d] or dims[d] == 1) and d not in gone for d in part.attrs["dims"]):
+            raise CannotMerge(f"squeeze {list(part.attrs['dims'])} of {list(dims)}: a dim that changes at run time")
+        want = tuple(d for a, d in enumerate(dims) if a not in gone)
+        left = tuple(f for a, f in enumerate(dyn) if a not in gone)
+        if sum(left) > 1:
+            raise CannotMerge(f"squeeze of {list(dims)}: more than one dim changes at run time")
+        return (_KIND["StaticReshape"], "StaticReshape",
+                {"num_dims": len(want), "new_shape": [0 if f else d for d, f in zip(want, left)], "flags": 0}), \
+            want, left
+    # slice along a fixed dim, step 1
+    d = part.attrs["dim"]
+    if d >= len(dims) or dyn[d]:
+        raise CannotMerge(f"slice along dim {d} of {list(dims)}")
+    n = dims[d]
+    start, end = part.attrs["start"], part.attrs["end"]
+    start = 0 if start is None else start + n if start < 0 else start
+    end = n if end is None else end + n if end < 0 else end
+    start, end = min(max(start, 0), n), min(max(end, start), n)
+    if end <= start:
+        raise CannotMerge(f"an empty slice of {list(dims)}")
+    offsets = [start if a == d else 0 for a in range(len(dims))]
+    sizes = [end - start if a == d else 0 for a in range(len(dims))]  # 0: to the end (of the run-time size)
+    want = tuple(end - start if a == d else x for a, x in enumerate(dims))
+    return (_KIND["StaticSlice"], "StaticSlice",
+            {"num_dims": len(dims), "offsets": offsets, "sizes": sizes, "flags": 0}), want, dyn
