@@ -81,6 +81,31 @@ def test_merged_graph_joins_values_and_keeps_only_what_outside_reads():
     assert [v.external_id for v in graph2.outputs] == [3, 4]
 
 
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_a_small_program_constant_becomes_part_of_the_merged_graph(engine):
+    graphs = {0: _add_graph([2, 3, 4]), 1: _mul_graph([2, 3, 1], [2, 3, 5])}
+    parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": (2,), "keepdim": True}),
+             DelegatePart(1, (11, 12, 13)))
+    tensors = _slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 13: (2, 3, 5)})
+    w = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+    tensors[12] = tensor(w)
+    tensors[12].freeze(tensors[12].array.copy())  # read-only, as the program's constants are
+    graph, args = merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+    assert args == (1, 2, 13)  # w is no input: it is in the graph
+    (const,) = [v for v in graph.values.values() if v.data is not None]
+    assert np.array_equal(np.frombuffer(const.data, np.float32).reshape(2, 3, 5), w)
+    x, y = RNG.standard_normal((2, 3, 4), np.float32), RNG.standard_normal((2, 3, 4), np.float32)
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1)
+    (got,) = _run(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5)], [x, y])
+    np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
+    tensors[12] = tensor(w)  # writable: it could change between calls, so it stays an input
+    assert merge_graphs(parts, graphs, lambda s: s == 13, tensors)[1] == (1, 2, 12, 13)
+
+
 def _reference(x, y, w):
     return (x + y).mean(axis=2, keepdims=True) * w
 

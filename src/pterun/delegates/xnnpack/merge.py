@@ -1,9 +1,11 @@
 """One XNNPACK graph from a run of delegate calls (see :mod:`pterun.interp.merge`).
 
 The graphs of the run's delegates are renumbered into one :class:`~.graph.Graph`, in program order. A delegate
-input that an earlier part of the run wrote becomes an internal value, joined to the value that wrote it; the
-``mean`` operators the run absorbed become :data:`.graph.MEAN` nodes (a node type of pterun's, not of the payload
-format: XNNPACK's own partitioner leaves RMSNorm's mean to the portable kernels). What the run reads from outside
+input that an earlier part of the run wrote becomes an internal value, joined to the value that wrote it; a small
+program constant it reads becomes a constant of the graph. The operators the run absorbed become nodes: ``mean``
+a :data:`.graph.MEAN` node (a node type of pterun's, not of the payload format: XNNPACK's own partitioner leaves
+RMSNorm's mean to the portable kernels), views and squeezes StaticReshape, slices StaticSlice, each following the
+one dim a view says changes at run time. What the run reads from outside
 becomes the merged graph's external inputs, what anything outside reads its external outputs; everything else is
 internal and never reaches the method's memory.
 
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+
+import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 
@@ -55,6 +59,7 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     # merged value id -> which of its dims the run-time size decides (known where an absorbed view made it)
     runtime_dims: dict[int, tuple] = {}
     inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
+    constants: dict[int, int] = {}  # slot of a small program constant -> the merged graph's constant value
     written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
 
     def add(v: G.Value, **changes) -> int:
@@ -65,9 +70,18 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     def read(slot: int, v: G.Value) -> int:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
         src = current.get(slot)
+        if src is None and slot in constants:
+            src = constants[slot]
+            if tuple(values[src].dims) != tuple(v.dims) or values[src].datatype != v.datatype:
+                raise CannotMerge(f"slot {slot}: constant {values[src].describe()} read as {v.describe()}")
+            return src
         if src is None:
             src = inputs.get(slot)
         if src is None:
+            data = _small_constant(tensors[slot], v)
+            if data is not None:  # part of the graph: nothing to pass in on every call
+                constants[slot] = src = add(v, external_id=None, flags=0, data=data)
+                return src
             inputs[slot] = src = add(v, external_id=None, flags=0)
             return src
         have = values[src]
@@ -129,6 +143,24 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     for k, (vid, _) in enumerate(outs, len(inputs)):
         values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
     return G.Graph(values, nodes, len(args)), args
+
+
+#: Program constants up to this size that a merged graph reads (RMSNorm weights, an epsilon) become constants of
+#: the graph, copied in, instead of inputs set on every call.
+SMALL_CONSTANT = 64 << 10
+
+
+def _small_constant(t, v: G.Value):
+    """The bytes of ``t`` when it is a small read-only float32 constant of the program matching ``v``, else None."""
+    a = getattr(t, "array", None)
+    if a is None or a.flags.writeable or getattr(t, "dynamic", True) or a.dtype != np.float32:
+        return None
+    if v.datatype != G.FP32 or v.quant is not None or v.dq_datatype or a.nbytes > SMALL_CONSTANT or \
+            a.size != math.prod(v.dims) or tuple(getattr(t, "dim_order", ())) != tuple(range(a.ndim)):
+        return None
+    data = np.ascontiguousarray(a).reshape(-1).view(np.uint8).copy()  # not a view of the program's mapping
+    data.flags.writeable = False
+    return data
 
 
 def _absorbed_node(part, src: G.Value, dyn, dynamic: bool, out_shape: tuple) -> tuple:
