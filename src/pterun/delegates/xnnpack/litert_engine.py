@@ -197,21 +197,29 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
     """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed
     weights' sources given back. Smaller load dims that LiteRT refuses are dropped for the declared ones."""
     _, _, Interpreter = modules()
-    tr = translate(graph)
-    from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
-    declared = {t: tuple(int(d) for d in v.dims) for v, t in zip(graph.inputs, tr.inputs)}
+    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
     small = {}
-    if load_dims is not None and not tr.fixed_shape:
-        for v, t in zip(graph.inputs, tr.inputs):
-            dims = load_dims(v.external_id, declared[t])
-            if dims is not None and tuple(dims) != declared[t]:
-                small[t] = tuple(int(d) for d in dims)
-    for attempt in (small, {}) if small else ({},):
+    if load_dims is not None:
+        for v in graph.inputs:
+            dims = load_dims(v.external_id, declared[v.external_id])
+            if dims is not None and tuple(dims) != declared[v.external_id]:
+                small[v.external_id] = tuple(int(d) for d in dims)
+    # XNNPACK sizes its workspace for the dims the model declares, inputs and everything after them: where inputs
+    # are prepared small, the model declares the run-time dims (the sizes the inputs shrank from) at their load
+    # size throughout. A ~500M Llama held ~11 MB per layer for its 511-token bound otherwise.
+    shrunk = {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
+    for attempt in (True, False) if shrunk else (False,):
+        tr = translate(_declared_at(graph, shrunk, small) if attempt else graph)
+        if attempt and tr.fixed_shape:
+            continue
+        from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
+        resize = {t: small[v.external_id] for v, t in zip(graph.inputs, tr.inputs)
+                  if attempt and v.external_id in small}
         try:
             with capture_native_stderr():
                 interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
                 _INTERPRETERS.add(interp)
-                for t, dims in attempt.items():
+                for t, dims in resize.items():
                     interp.resize_tensor_input(t, list(dims))
                 interp.allocate_tensors()
                 ops = interp._get_ops_details()
@@ -220,7 +228,7 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
             if attempt:
                 continue  # the smaller shapes were the problem: prepare at the declared ones
             raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
-    shapes = {**declared, **attempt}
+    shapes = {**{t: declared[v.external_id] for v, t in zip(graph.inputs, tr.inputs)}, **resize}
     left = _not_delegated(ops, tr)
     if left:
         raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
@@ -229,6 +237,17 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
     logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
                    "bytes of the model given back", from_file, packed)
     return interp, tr, shapes
+
+
+def _declared_at(graph: G.Graph, sizes: set, inputs: dict) -> G.Graph:
+    """``graph`` with its inputs at their load dims (``inputs``: external id -> dims; the others as declared) and
+    every dim of another non-constant value that is one of ``sizes`` declared as 1. XNNPACK works out the shapes
+    after the inputs itself; the declared ones only size what it prepares at load."""
+    def at_load(v: G.Value) -> G.Value:
+        if v.data is not None or v.flags & G.VALUE_EXTERNAL_INPUT:
+            return v._replace(dims=inputs[v.external_id]) if v.external_id in inputs else v
+        return v._replace(dims=tuple(1 if d in sizes else d for d in v.dims)) if sizes.intersection(v.dims) else v
+    return G.Graph({k: at_load(v) for k, v in graph.values.items()}, graph.nodes, graph.num_externs)
 
 
 # -- fork ------------------------------------------------------------------------------------------------------
