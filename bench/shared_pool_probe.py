@@ -1,0 +1,113 @@
+#!/usr/bin/env python
+"""Design probe for issue #12: one LiteRT interpreter holding every XNNPACK graph of a program as a subgraph (one
+XNNPACK thread pool for all of them), against pterun today (one interpreter, and one pool, per graph).
+
+    .venv/bin/python bench/shared_pool_probe.py bench/models/fc48s.pte 2     # 2 threads
+
+It translates each delegate with pterun's translator, joins the TFLite models into one (a subgraph and a
+signature per graph), and times invoking them in order with a small NumPy step between, as a decode step would;
+then it times pterun's own ``Method.execute`` on the same file with merging off. It reads pterun internals
+(``litert_translate._Translator``): a measurement for the design, not product code, and it may stop working when
+those change. Make ``fc48s.pte`` with ``bench/export_fc_stack.py --split``.
+"""
+import os, sys, time, numpy as np
+import pterun
+from pterun.delegates.xnnpack import litert_translate as LT, litert_env, graph as G
+from pterun.delegates.xnnpack.litert_writer import ModelWriter
+S, _, Interp = litert_env.modules()
+path, threads = sys.argv[1], int(sys.argv[2])
+m = pterun.Runtime(num_threads=threads, engine="numpy").load_program(path).load_method("forward")
+pf = m._runner.pf
+graphs = [G.Graph.read(pf.delegate_blob(d), m._runner.named_data) for d in m._runner.plan.delegates]
+trs = []
+for g in graphs:
+    t = LT._Translator(S, g); t.check_order(); fused, gone = t.fuse_clamps(); t.fused = fused
+    t.producers = {n.fields["output_id"]: n for n in g.nodes if "output_id" in n.fields}
+    for n in g.nodes:
+        if n.index in gone: continue
+        if n.index in fused: n = n._replace(output_min=fused[n.index][0], output_max=fused[n.index][1])
+        t.node = n
+        fn = getattr(t, "node_" + n.name, None) or (t.node_unary if n.name in LT._UNARY else t.node_binary)
+        fn(n); t.finish_clamp()
+    t.node = None
+    t.ins = [t.tensor_of(v.id) for v in g.inputs]; t.outs = [t.tensor_of(v.id) for v in g.outputs]
+    trs.append(t)
+# combine into one writer
+W = ModelWriter(S)
+subs = []
+for k, t in enumerate(trs):
+    bmap = {0: 0}
+    for b, data, xor in t.blobs:
+        W.buffers.append(S.BufferT()); nb = len(W.buffers) - 1; bmap[b] = nb; W.blobs.append((nb, data, xor))
+    cmap = {}
+    for i, oc in enumerate(t.codes):
+        if oc.builtinCode not in W.opcodes:
+            W.opcodes[oc.builtinCode] = len(W.codes); W.codes.append(oc)
+        cmap[i] = W.opcodes[oc.builtinCode]
+    for tt in t.tensors: tt.buffer = bmap.get(tt.buffer, 0)
+    for o in t.operators: o.opcodeIndex = cmap[o.opcodeIndex]
+    sg = S.SubGraphT(); sg.tensors, sg.operators = t.tensors, t.operators
+    sg.inputs, sg.outputs = np.asarray(t.ins, np.int32), np.asarray(t.outs, np.int32); sg.name = f"g{k}"
+    subs.append(sg)
+sigs = []
+for k, t in enumerate(trs):
+    sd = S.SignatureDefT(); sd.signatureKey = f"g{k}"; sd.subgraphIndex = k
+    sd.inputs = [S.TensorMapT() for _ in t.ins]; sd.outputs = [S.TensorMapT() for _ in t.outs]
+    for j, (tm, ti) in enumerate(zip(sd.inputs, t.ins)): tm.name, tm.tensorIndex = f"i{j}", ti
+    for j, (tm, ti) in enumerate(zip(sd.outputs, t.outs)): tm.name, tm.tensorIndex = f"o{j}", ti
+    sigs.append(sd)
+# serialize with all subgraphs: patch ModelWriter.serialize's single subgraph
+orig_pack = W._pack
+def pack(model):
+    model.subgraphs = subs; model.signatureDefs = sigs
+    return orig_pack(model)
+W._pack = pack
+W.tensors = [tt for t in trs for tt in t.tensors]; W.operators = [o for t in trs for o in t.operators]  # size bound
+model = W.serialize([], [])
+it = Interp(model_content=model, num_threads=threads)
+it.allocate_tensors()
+for k in range(len(trs)): it._interpreter.AllocateTensors(k)
+wr = it._interpreter
+print("threads after load:", len(os.listdir("/proc/self/task")), "subgraphs", wr.NumSubgraphs())
+
+
+def arena_tensors(k: int, t) -> list:
+    """Non-constant tensors of subgraph ``k`` besides its inputs and outputs that TFLite gave memory: none when
+    XNNPACK took the whole subgraph (what it runs internally never reaches TFLite's arena)."""
+    got = []
+    for i, tt in enumerate(t.tensors):
+        if tt.buffer or i in t.ins or i in t.outs:
+            continue
+        try:
+            wr.tensor(wr, i, k)
+            got.append(i)
+        except ValueError:  # "Tensor data is null"
+            pass
+    return got
+
+
+print("subgraphs with tensors in TFLite's arena (not wholly on XNNPACK):",
+      [k for k, t in enumerate(trs) if arena_tensors(k, t)])
+# run the chain: graph k's output feeds graph k+1 (fc48s: delegate, cumsum (numpy), delegate...)
+inputs = [[np.zeros(tuple(wr.tensor(wr, i, k).shape), np.float32) for i in t.ins] for k, t in enumerate(trs)]
+def step():
+    for k, t in enumerate(trs):
+        for i, a in zip(t.ins, inputs[k]):
+            wr.SetTensor(i, a, k)
+        wr.Invoke(k)
+        h = wr.tensor(wr, t.outs[0], k).copy()
+        np.cumsum(h, axis=-1)
+for _ in range(10): step()
+ts = []
+for _ in range(300):
+    t0 = time.perf_counter(); step(); ts.append(time.perf_counter() - t0)
+print(f"one interpreter, {len(trs)} subgraphs, {threads}t: median {np.median(ts)*1e3:.3f} ms")
+# the same with one interpreter per graph (what pterun does today)
+its = [pterun.Runtime(num_threads=threads, engine="litert", merge_delegates=False).load_program(path).load_method("forward")]
+mm = its[0]
+xin = [np.zeros((1, 1, 768), np.float32)]
+for _ in range(10): mm.execute(xin)
+ts = []
+for _ in range(300):
+    t0 = time.perf_counter(); mm.execute(xin); ts.append(time.perf_counter() - t0)
+print(f"pterun today ({len(trs)} interpreters), {threads}t: median {np.median(ts)*1e3:.3f} ms; threads {len(os.listdir('/proc/self/task'))}")
