@@ -285,6 +285,25 @@ def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
     assert (run.start, run.stop, run.deferred) == (0, 4, (1,))
 
 
+@needs_litert
+def test_the_cache_update_moves_only_because_its_out_placeholder_is_declared_unwritten(monkeypatch):
+    """The memory plan puts a later output of the merged call where update_cache's [1] ``out`` lies; only the
+    kernel's declaration that it never writes ``out`` lets the update move past that call."""
+    from pterun.kernels import KERNELS
+    from pterun.kernels.llm import update_cache_out
+
+    def deferred():
+        method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
+        return [run.deferred for run, _, _ in method._runner.merged.values() if run.deferred]
+
+    assert KERNELS["llama::update_cache.out"].unwritten == (3,) and deferred()
+    out = np.full(1, 7.0, np.float32)
+    assert update_cache_out(np.ones((1, 1, 2, 4), np.float32), np.zeros((1, 4, 2, 4), np.float32), 1, out) == \
+        (None, None) and out[0] == 7.0  # what the declaration says: ``out`` is left alone
+    monkeypatch.setattr(KERNELS["llama::update_cache.out"], "unwritten", ())
+    assert deferred() == []
+
+
 # -- views, slices and squeezes in a merged graph ------------------------------------------------------------------
 def _rope_like_parts(t_max=4):
     """Delegate 0: x + y [1, T, 8]; then view [1, T, 4, 2], the odd elements ([..., 1:2], squeezed); delegate 1:
