@@ -354,6 +354,14 @@ def test_a_squeeze_or_slice_is_not_merged_where_the_dim_that_changes_is_unknown(
         merge_graphs(parts, graphs, lambda s: s == 14, tensors)
 
 
+def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
+    parts, graphs, tensors = _rope_like_parts()
+    tensors[13] = out_tensor((1, 2, 8), np.float32, capacity=(1, 2, 8))  # a program that says otherwise
+    with pytest.raises(CannotMerge, match=r"squeeze of \[1, 4, 4, 1\] gives \[1, 4, 4\], the program's tensor "
+                                          r"has \[1, 2, 8\]"):
+        merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+
+
 def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
     from pterun.format.program import INT, INT_LIST, TENSOR
     from pterun.interp.merge import absorbed_op
@@ -365,6 +373,16 @@ def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
     values[4] = -1  # a fixed -1 is the out tensor's declared size there
     assert absorbed_op(name, (0, 1, 6), values, tags, {3}).attrs == {"size": (1, None, 4, 2)}
     assert absorbed_op(name, (0, 1, 6), values, tags, {3, 5}) is None
+    # view_copy copies: a reshape, written to its own memory where read outside, never replayed
+    assert absorbed_op("aten::view_copy.out", (0, 1, 6), values, tags, {3}).op == "reshape"
+
+
+def test_a_reshape_read_outside_is_an_output_of_the_merged_graph_and_a_view_is_not():
+    parts, graphs, tensors = _rope_like_parts()
+    reshape = parts[1]._replace(op="reshape")
+    for first, outputs in ((parts[1], (14,)), (reshape, (11, 14))):
+        _, args = merge_graphs((parts[0], first) + parts[2:], graphs, lambda s: s in (11, 14), tensors)
+        assert args[3:] == outputs  # the view's slot 11 is the replayed view's to bind, not the graph's to write
 
 
 @needs_litert

@@ -65,8 +65,9 @@ class Run(NamedTuple):
 
 def absorbed_op(name: str, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
     """The :class:`Absorbed` form of a KernelCall on float32 tensors, or None when it has none: ``mean`` (a
-    ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view`` / ``view_copy``: ``size`` with None for
-    the one dim known only at run time; a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and ``slice``
+    ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its input) and
+    ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time (a fixed
+    -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and ``slice``
     (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
     form = _FORMS.get(name)
     if form is None:
@@ -127,6 +128,11 @@ def _view(args, values, tags, volatile, rank):
     return {"op": "view", "size": tuple(dims)}
 
 
+def _reshape(args, values, tags, volatile, rank):
+    got = _view(args, values, tags, volatile, rank)
+    return None if got is None else {**got, "op": "reshape"}
+
+
 def _squeeze(args, values, tags, volatile, rank):
     dims = _const_ints(args[1], values, tags, volatile) if tags[args[1]] == INT_LIST else \
         [_const_int(args[1], values, tags, volatile)]
@@ -148,7 +154,7 @@ def _slice(args, values, tags, volatile, rank):
 _FORMS = {
     "aten::mean.out": (5, _mean),
     "executorch_prim::et_view.default": (3, _view),
-    "aten::view_copy.out": (3, _view),
+    "aten::view_copy.out": (3, _reshape),
     "aten::squeeze_copy.dims_out": (3, _squeeze),
     "aten::squeeze_copy.dim_out": (3, _squeeze),
     "aten::slice_copy.Tensor_out": (6, _slice),

@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 import os
 import threading
 import weakref
@@ -36,7 +37,7 @@ from pterun.errors import DelegateError
 __all__ = ["Unavailable", "Unsupported", "LiteRTPlan", "build", "translate", "available"]
 
 
-_ORDERS = tuple(tuple(range(n)) for n in range(33))  # the contiguous dim order of each rank
+_ORDERS = tuple(tuple(range(n)) for n in range(65))  # the contiguous dim order of each rank NumPy allows
 
 
 class LiteRTPlan:
@@ -92,7 +93,9 @@ class LiteRTPlan:
             tensors = [args[ext] for ext, _, _ in self.inputs]
         except IndexError:
             raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
-        if tensors == self._seen:  # the same tensors as last time: their dtype and dim order were checked then
+        seen = self._seen
+        if seen is not None and all(map(operator.is_, tensors, seen)):  # the same tensors as last time: their
+            # dtype and dim order were checked then
             arrays = [(t, x.array) for (_, t, _), x in zip(self.inputs, tensors)]
         else:
             arrays = [(t, input_array(args, ext, dt)) for ext, t, dt in self.inputs]

@@ -4,8 +4,9 @@ The graphs of the run's delegates are renumbered into one :class:`~.graph.Graph`
 input that an earlier part of the run wrote becomes an internal value, joined to the value that wrote it; a small
 program constant it reads becomes a constant of the graph. The operators the run absorbed become nodes: ``mean``
 a :data:`.graph.MEAN` node (a node type of pterun's, not of the payload format: XNNPACK's own partitioner leaves
-RMSNorm's mean to the portable kernels), views and squeezes StaticReshape, slices StaticSlice, each following the
-one dim a view says changes at run time. What the run reads from outside
+RMSNorm's mean to the portable kernels), views, reshapes and squeezes StaticReshape, slices StaticSlice, each
+following the one dim a view says changes at run time. A view (``et_view``) aliases its input: its result never
+reaches memory from the merged call, and the view is replayed after it where something outside reads it. What the run reads from outside
 becomes the merged graph's external inputs, what anything outside reads its external outputs; everything else is
 internal and never reaches the method's memory.
 
@@ -40,7 +41,7 @@ class CannotMerge(Exception):
 
 def absorbs(op) -> bool:
     """Whether the merged graph can hold the operator (:class:`pterun.interp.merge.Absorbed`)."""
-    return op.op in ("mean", "view", "squeeze", "slice")
+    return op.op in ("mean", "view", "reshape", "squeeze", "slice")
 
 
 def _id_fields(fields: dict) -> list:
@@ -120,6 +121,9 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
             src = read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
             node, want, dyn = _absorbed_node(part, values[src], runtime_dims.get(src), tensors[x].dynamic,
                                              tuple(tensors[out].shape))
+            if want != tuple(tensors[out].shape):
+                raise CannotMerge(f"{part.op} of {list(values[src].dims)} gives {list(want)}, the program's "
+                                  f"tensor has {list(tensors[out].shape)}")
             vid = add(G.Value(0, G.FP32, want, None, 0, None, None))
             nodes.append(G.Node(len(nodes), node[0], node[1], {"input_id": src, "output_id": vid, **node[2]},
                                 -math.inf, math.inf, None))
@@ -180,7 +184,7 @@ def _absorbed_node(part, src: G.Value, dyn, dynamic: bool, out_shape: tuple) -> 
         if want != out_shape:
             raise CannotMerge(f"mean over {list(axes)} of {list(dims)} does not give {list(out_shape)}")
         return (G.MEAN, "Mean", {"axes": axes, "keepdim": keep}), want, None
-    if op == "view":
+    if op in ("view", "reshape"):
         size = part.attrs["size"]
         known = math.prod(d for d in size if d is not None)
         if None in size:
