@@ -38,14 +38,18 @@ class DelegateContext:
     count's 511), and ``dynamic_args`` says, per argument of the first DelegateCall, whether its tensor is
     dynamic: an engine that sizes its memory at load (LiteRT) prepares such inputs with those dims at 1 and grows
     when a call brings larger ones, instead of holding memory for the upper bound from the start.
+    ``finish`` is a list shared by every delegate of the method: a backend may leave there objects whose
+    ``finish()`` the method calls once all its delegates are initialised (LiteRT builds the interpreters of the
+    whole method together), or None where nobody will (each delegate is then ready when ``init`` returns).
     """
 
     __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args", "num_threads",
-                 "dynamic_sizes", "dynamic_args")
+                 "dynamic_sizes", "dynamic_args", "finish")
 
     def __init__(self, program_name: str, method_name: str, delegate_index: int,
                  named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = (),
-                 num_threads: int = 1, dynamic_sizes: frozenset = frozenset(), dynamic_args: tuple = ()):
+                 num_threads: int = 1, dynamic_sizes: frozenset = frozenset(), dynamic_args: tuple = (),
+                 finish: list | None = None):
         self.program_name = program_name
         self.method_name = method_name
         self.delegate_index = delegate_index
@@ -55,6 +59,7 @@ class DelegateContext:
         self.num_threads = num_threads
         self.dynamic_sizes = dynamic_sizes
         self.dynamic_args = dynamic_args
+        self.finish = finish
 
 
 class DelegateInfo(NamedTuple):

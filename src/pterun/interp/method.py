@@ -80,6 +80,7 @@ class MethodRunner:
         self.executors: list = [None] * len(plan.delegates)
         self.merged: dict = {}  # (chain, first instruction) -> (Run, executor, argument slots)
         self.absorbed: set = set()  # (chain, instruction) of every instruction a merged call runs
+        self._finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
         if merge:
             self._merge_delegates()
         called = {ins.delegate_index for ci, c in enumerate(plan.chains) for pc, ins in enumerate(c)
@@ -87,6 +88,15 @@ class MethodRunner:
         for i, d in enumerate(plan.delegates):
             if self.executors[i] is None or i in called:
                 self.executors[i] = self._init_delegate(i, d)
+        for pending in self._finish:
+            try:
+                pending.finish()
+            except PterunError:
+                raise
+            except Exception as e:  # a backend bug must still surface as a pterun error
+                raise DelegateError(f"{self.where}: finishing the delegates' load failed: {type(e).__name__}: "
+                                    f"{e}") from e
+        self._finish = []
         self.binder = Binder(self.values, self.tags, self.volatile, self.where)
         self.folded: list[tuple[int, int, str]] = []  # (chain, instruction, operator) computed at load
         self.folded_events: list[Event] = []  # the same, as Method.trace reports them
@@ -146,7 +156,7 @@ class MethodRunner:
         first = next((ins.args for c in self.plan.chains for ins in c
                       if ins.kind == DELEGATE_CALL and ins.delegate_index == i), ())
         ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n,
-                              self.dynamic_sizes, tuple(self._is_dynamic(a) for a in first))
+                              self.dynamic_sizes, tuple(self._is_dynamic(a) for a in first), self._finish)
         try:
             return backend.init(blob, d.compile_specs, ctx)
         except PterunError:
@@ -185,7 +195,7 @@ class MethodRunner:
             indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
             n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
             ctx = DelegateContext(self.pf.name, self.name, indices[0], self.named_data, self.engine, (), n,
-                                  self.dynamic_sizes)
+                                  self.dynamic_sizes, finish=self._finish)
             try:
                 blobs = {i: self.pf.delegate_blob(plan.delegates[i]) for i in indices}
                 got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values)

@@ -35,11 +35,13 @@ ENGINES = ("auto", "numpy", "litert")
 
 
 def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None,
-         load_dims=None):
+         load_dims=None, batch=None):
     """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
     ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values;
     ``num_threads`` is the loading Runtime's count (None: :func:`pterun.threads.num_threads`); ``load_dims``
-    (:class:`~pterun.delegates.DelegateContext`) the smaller dims to prepare dynamic inputs at.
+    (:class:`~pterun.delegates.DelegateContext`) the smaller dims to prepare dynamic inputs at; ``batch``, a
+    :class:`.litert_engine.Batch` that builds the LiteRT interpreter later, with the method's other graphs
+    (None: now).
 
     Returns the executor: a LiteRT plan, or a NumPy :class:`NumpyPlan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
@@ -47,7 +49,7 @@ def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = 
     graph = Graph.read(blob, named_data)
     for capacities in call_args:
         _check_external_values(graph, capacities)
-    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads, load_dims=load_dims)
+    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads, load_dims=load_dims, batch=batch)
     if plan is not None:
         return plan
     plan = _numpy(graph)
@@ -96,17 +98,20 @@ def litert_threads(graph: Graph, num_threads: int | None = None) -> int:
     return 1 if n > 1 and graph.work_per_node() < threads.LITERT_MIN_NODE_WORK else n
 
 
-def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None):
-    """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load)."""
+def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None, batch=None):
+    """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load). With ``batch``, a graph
+    on more than one thread gets its interpreter when the batch finishes (shared with the method's others)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
     if engine == "numpy":
         return None, None
     from pterun.delegates.xnnpack import litert_engine as L
 
+    n = litert_threads(graph, num_threads)
     try:
-        return L.build(graph, litert_threads(graph, num_threads), fallback=lambda: _numpy(graph),
-                       load_dims=load_dims), None
+        if batch is not None and n > 1:
+            return L.pending(graph, n, lambda: _numpy(graph), load_dims, batch), None
+        return L.build(graph, n, fallback=lambda: _numpy(graph), load_dims=load_dims), None
     except L.Unavailable as e:
         if engine == "litert":
             raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
@@ -119,6 +124,22 @@ def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = Non
         if keep:
             logger().info("XNNPACK delegate runs on the NumPy engine (LiteRT cannot take it): %s", reason)
     return None, reason
+
+
+def _batch(ctx):
+    """The LiteRT Batch of the method ``ctx`` belongs to, made on first use; None when the method finishes nothing
+    (:attr:`DelegateContext.finish`) or LiteRT is missing."""
+    pending = getattr(ctx, "finish", None)
+    if pending is None or getattr(ctx, "engine", "auto") == "numpy":
+        return None
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    for b in pending:
+        if isinstance(b, L.Batch):
+            return b
+    b = L.Batch()
+    pending.append(b)
+    return b
 
 
 def __getattr__(name: str):
@@ -152,7 +173,7 @@ class XnnpackBackend:
         flags = getattr(ctx, "dynamic_args", ())
         dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: ext < len(flags) and flags[ext])
         return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
-                    getattr(ctx, "num_threads", None), dims)
+                    getattr(ctx, "num_threads", None), dims, _batch(ctx))
 
     def absorbs(self, op) -> bool:
         """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`)."""
@@ -180,7 +201,8 @@ class XnnpackBackend:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
         dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: getattr(tensors[args[ext]], "dynamic", False))
-        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None), load_dims=dims)
+        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None), load_dims=dims,
+                          batch=_batch(ctx))
         return None if plan is None else (plan, args)
 
 

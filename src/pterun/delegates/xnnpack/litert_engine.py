@@ -31,10 +31,10 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
 from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, available, capture_native_stderr, modules
 from pterun.delegates.xnnpack.litert_memory import release_packed, release_sources
-from pterun.delegates.xnnpack.litert_translate import Translation, translate
+from pterun.delegates.xnnpack.litert_translate import Translation, combine, translate, translate_part
 from pterun.errors import DelegateError
 
-__all__ = ["Unavailable", "Unsupported", "LiteRTPlan", "build", "translate", "available"]
+__all__ = ["Batch", "Unavailable", "Unsupported", "LiteRTPlan", "build", "pending", "translate", "available"]
 
 
 _ORDERS = tuple(tuple(range(n)) for n in range(65))  # the contiguous dim order of each rank NumPy allows
@@ -48,7 +48,7 @@ class LiteRTPlan:
     engine = "litert"
     engine_reason: str | None = None
 
-    def __init__(self, interp, graph: G.Graph, tr: Translation, num_threads: int, fallback=None, shapes=None,
+    def __init__(self, interp, graph: G.Graph, tr, num_threads: int, fallback=None, shapes=None,
                  load_dims=None):
         in_idx, out_idx = tr.inputs, tr.outputs
         self._fallback = fallback  # () -> a NumPy plan, for input shapes this model cannot take
@@ -60,17 +60,28 @@ class LiteRTPlan:
         self.outputs = [(v.external_id, t) for v, t in zip(graph.outputs, out_idx)]
         self._lock = threading.Lock()
         self._load_dims = load_dims  # to prepare a rebuilt interpreter (forked child) as this one was
-        self._use(interp, tr, shapes)
+        self._pending = None  # (translated part, input resizes, shapes) until a Batch builds the interpreter
+        self._interp = self._model = self._views = self._set = self._invoke = None
+        if interp is not None:
+            self._use(interp, tr.model, shapes)
         _PLANS.add(self)
 
-    def _use(self, interp, tr: Translation, shapes=None) -> None:
+    def _use(self, interp, model, shapes=None, sub: int | None = None, lock=None) -> None:
+        """Run on ``interp`` (its subgraph ``sub`` when it holds several graphs, sharing ``lock``)."""
         self._interp = interp
-        self._model = tr.model  # the interpreter reads its constants from these bytes
+        self._model = model  # the interpreter reads its constants from these bytes
         self._shapes = dict(shapes) if shapes is not None else {
-            t: tuple(int(d) for d in v.dims) for v, t in zip(self._graph.inputs, tr.inputs)}
-        self._set = interp.set_tensor
-        self._invoke = interp.invoke
-        self._views = {t: interp.tensor(t) for _, t in self.outputs}
+            t: tuple(int(d) for d in v.dims) for (_, t, _), v in zip(self.inputs, self._graph.inputs)}
+        self._sub = 0 if sub is None else sub
+        if sub is None:
+            self._set, self._invoke = interp.set_tensor, interp.invoke
+            self._views = {t: interp.tensor(t) for _, t in self.outputs}
+        else:  # LiteRT's public calls address subgraph 0 only; its wrapper takes the subgraph (and holding the
+            # wrapper here is fine: only the public invoke refuses to run while something else refers to it)
+            wr, k = interp._interpreter, sub
+            self._set, self._invoke = (lambda t, a: wr.SetTensor(t, a, k)), (lambda: wr.Invoke(k))
+            self._views = {t: (lambda t=t: wr.tensor(wr, t, k)) for _, t in self.outputs}
+            self._lock = lock
         self._seen = None  # the input tensors of the last call, when their arrays could be passed as they are
 
     def _forked(self) -> None:
@@ -81,8 +92,11 @@ class LiteRTPlan:
             self._interp = self._model = self._views = self._set = self._invoke = None
 
     def _rebuild(self) -> None:
+        """An interpreter of this graph's own: in a forked child, or where a Batch could not build one for it."""
+        self._pending = None
+        self._lock = threading.Lock()
         interp, tr, shapes = _interpreter(self._graph, self.num_threads, self._load_dims)
-        self._use(interp, tr, shapes)
+        self._use(interp, tr.model, shapes)
 
     @property
     def arity(self) -> int:
@@ -104,7 +118,7 @@ class LiteRTPlan:
         with self._lock:
             if self._numpy is not None:
                 return self._numpy.execute(args)
-            if self._invoke is None:  # first call in a forked child
+            if self._invoke is None:  # first call in a forked child (or of a plan no Batch built)
                 try:
                     self._rebuild()
                 except Unsupported as e:
@@ -131,7 +145,8 @@ class LiteRTPlan:
                     if a.flags.c_contiguous:
                         self._set(t, a)
                     else:  # e.g. a channels-last input: one strided copy into LiteRT's buffer
-                        self._interp.tensor(t)()[...] = a
+                        wr = self._interp._interpreter
+                        wr.tensor(wr, t, self._sub)[...] = a
                 self._invoke()
             except (ValueError, RuntimeError) as e:
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
@@ -145,7 +160,7 @@ class LiteRTPlan:
 
     def _resize(self, t: int, shape: tuple) -> None:
         try:
-            self._interp.resize_tensor_input(t, list(shape))
+            self._interp._interpreter.ResizeInputTensor(t, np.array(shape, np.int32), False, self._sub)
         except (ValueError, RuntimeError) as e:
             raise Unsupported(f"LiteRT cannot resize an input to {list(shape)}: {str(e).strip()[:200]}") from e
         self._shapes[t] = tuple(shape)
@@ -153,7 +168,7 @@ class LiteRTPlan:
     def _reallocate(self) -> None:
         try:
             with capture_native_stderr():
-                self._interp.allocate_tensors()
+                self._interp._interpreter.AllocateTensors(self._sub)
         except (ValueError, RuntimeError) as e:
             raise Unsupported(f"LiteRT cannot reshape the graph: {str(e).strip()[:200]}") from e
 
@@ -181,6 +196,125 @@ def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:
         return sorted({o.get("op_name", "?") for o in ops}) or ["the graph"]
     return sorted({o.get("op_name", "?") for o in ops if o.get("op_name") != "DELEGATE"
                    and {int(t) for t in o["outputs"]} & missing})
+
+
+#: A Batch joins the graphs of one method into interpreters of at most this much model (their constants): every
+#: graph of an interpreter exists as model bytes before XNNPACK packs them, so a bigger one costs that much more
+#: memory while the method loads.
+GROUP_BYTES = 64 << 20
+
+
+class Batch:
+    """LiteRT plans of one method whose interpreters are built together once the method knows them all
+    (:meth:`finish`). Plans with the same thread count share an interpreter, each graph a subgraph of it, so
+    their calls share one XNNPACK thread pool: LiteRT gives every interpreter a pool of its own, and a decode step
+    going through 15 of them woke 15 workers while the previous ones still spun on the other cores (a stack of
+    49 8da4w delegates on two threads: 4.1-4.4 ms apart, 2.7-2.8 ms in one interpreter, ExecuTorch 2.7-2.9 ms).
+    A graph XNNPACK does not take wholly runs on the NumPy engine, as it would alone; a group LiteRT refuses
+    is built graph by graph instead."""
+
+    def __init__(self) -> None:
+        self.plans: list[LiteRTPlan] = []
+
+    def add(self, plan: LiteRTPlan) -> None:
+        self.plans.append(plan)
+
+    def finish(self) -> None:
+        plans, self.plans = [p for p in self.plans if p._pending is not None], []
+        groups: dict[int, list[list]] = {}
+        for p in plans:  # same thread count, under GROUP_BYTES of model each (a bigger graph alone)
+            runs = groups.setdefault(p.num_threads, [[]])
+            size = p._pending[0].nbytes
+            if runs[-1] and sum(q._pending[0].nbytes for q in runs[-1]) + size > GROUP_BYTES:
+                runs.append([])
+            runs[-1].append(p)
+        for runs in groups.values():
+            for members in runs:
+                if len(members) == 1:
+                    _build_alone(members[0])
+                else:
+                    _build_group(members)
+
+
+def _build_alone(plan: LiteRTPlan) -> None:
+    try:
+        plan._rebuild()
+    except Unsupported as e:
+        plan._switch_to_numpy(str(e))
+
+
+def _build_group(plans: list) -> None:
+    _, _, Interpreter = modules()
+    parts = [p._pending[0] for p in plans]
+    try:
+        model, packed = combine(parts)
+        from_file = release_sources([a for part in parts for a in part.sources])
+        with capture_native_stderr():
+            interp = Interpreter(model_content=model, num_threads=max(int(plans[0].num_threads), 1))
+            _INTERPRETERS.add(interp)
+            wr = interp._interpreter
+            for k, p in enumerate(plans):
+                for t, dims in p._pending[1].items():
+                    wr.ResizeInputTensor(t, np.array(dims, np.int32), False, k)
+            for k in range(len(plans)):
+                wr.AllocateTensors(k)
+    except Exception as e:  # LiteRT refused the joined model: each graph on its own, as without a Batch
+        logger().debug("LiteRT engine: %d graphs not joined (%s: %s); built one by one", len(plans),
+                       type(e).__name__, str(e)[:200])
+        for p in plans:
+            _build_alone(p)
+        return
+    lock = threading.Lock()
+    for k, (p, part) in enumerate(zip(plans, parts)):
+        shapes = p._pending[2]
+        p._pending = None
+        p._use(interp, model, shapes, sub=k, lock=lock)
+        left = _in_arena(wr, k, part)
+        if left:
+            p._switch_to_numpy(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
+                               "round differently from XNNPACK")
+    given = release_packed(model, packed)
+    logger().debug("LiteRT engine: %d graphs in one interpreter; %d bytes of the program's mapping and %d bytes of "
+                   "the model given back", len(plans), from_file, given)
+
+
+def _in_arena(wr, k: int, part) -> list[str]:
+    """The operators of subgraph ``k`` that XNNPACK left to LiteRT's builtin kernels: LiteRT's Python lists the
+    nodes of subgraph 0 only, but what XNNPACK runs never reaches LiteRT's arena, so an intermediate tensor with
+    memory there is one a builtin kernel reads or writes."""
+    ends = set(part.inputs) | set(part.outputs)
+    held = []
+    for i, t in enumerate(part.writer.tensors):
+        if t.buffer or i in ends:
+            continue
+        try:
+            wr.tensor(wr, i, k)
+        except ValueError:  # "Tensor data is null": never allocated, XNNPACK's own
+            continue
+        held.append(i)
+    return part.producers(held) or (["the graph"] if held else [])
+
+
+def pending(graph: G.Graph, num_threads: int, fallback, load_dims, batch: Batch) -> LiteRTPlan:
+    """A plan whose interpreter ``batch`` builds when the method has all of its graphs. The graph is translated
+    now (a graph the translation does not cover raises :class:`Unsupported`, as :func:`build` does)."""
+    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
+    small = {}
+    if load_dims is not None:
+        for v in graph.inputs:
+            dims = load_dims(v.external_id, declared[v.external_id])
+            if dims is not None and tuple(dims) != declared[v.external_id]:
+                small[v.external_id] = tuple(int(d) for d in dims)
+    shrunk = {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
+    part = translate_part(_declared_at(graph, shrunk, small) if shrunk else graph)
+    if part.fixed_shape and shrunk:
+        part, small = translate_part(graph), {}
+    resize = {t: small[v.external_id] for v, t in zip(graph.inputs, part.inputs) if v.external_id in small}
+    shapes = {**{t: declared[v.external_id] for v, t in zip(graph.inputs, part.inputs)}, **resize}
+    plan = LiteRTPlan(None, graph, part, num_threads, fallback, None, load_dims)
+    plan._pending = (part, resize, shapes)
+    batch.add(plan)
+    return plan
 
 
 def build(graph: G.Graph, num_threads: int = 1, fallback=None, load_dims=None) -> LiteRTPlan:

@@ -18,8 +18,9 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, modules
 from pterun.delegates.xnnpack.litert_nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
 from pterun.delegates.xnnpack.litert_writer import ModelWriter
+from pterun.delegates.xnnpack.litert_writer import combine as _combine
 
-__all__ = ["Translation", "translate"]
+__all__ = ["Part", "Translation", "combine", "translate", "translate_part"]
 
 F32 = np.float32
 _TYPES = {G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8", G.QUINT8: "UINT8",
@@ -210,6 +211,14 @@ class _Translator(NodeRules, ModelWriter):
             raise Unsupported(f"outputs {missing} are never produced")
 
     def run(self) -> Translation:
+        ins, outs = self.build()
+        consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
+        model = self.serialize(ins, outs)
+        return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
+                           tuple(data for _, data, _ in self.blobs))
+
+    def build(self) -> tuple[list, list]:
+        """Translate every node; (input tensors, output tensors) of the graph. Nothing is serialized yet."""
         self.check_order()
         fused, gone = self.fuse_clamps()
         self.fused = fused
@@ -235,10 +244,7 @@ class _Translator(NodeRules, ModelWriter):
         outs = [self.tensor_of(v.id) for v in self.g.outputs]
         if len(set(outs)) != len(outs) or set(outs) & set(ins):
             raise Unsupported("an output is another output or an input of the graph")
-        consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
-        model = self.serialize(ins, outs)
-        return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
-                           tuple(data for _, data, _ in self.blobs))
+        return ins, outs
 
 
 class Translation(NamedTuple):
@@ -254,6 +260,51 @@ class Translation(NamedTuple):
     constants: frozenset = frozenset()
     packed: tuple = ()
     sources: tuple = ()
+
+
+class Part(NamedTuple):
+    """A graph translated but not yet written (see :func:`translate_part`): the translator holding its tensors,
+    operators and constants, and the tensor index of each external input and output."""
+
+    writer: _Translator
+    inputs: list
+    outputs: list
+    fixed_shape: bool
+
+    @property
+    def nbytes(self) -> int:
+        return sum(int(data.size) for _, data, _ in self.writer.blobs)
+
+    @property
+    def sources(self) -> tuple:
+        return tuple(data for _, data, _ in self.writer.blobs)
+
+    def producers(self, tensors) -> list[str]:
+        """The operators that write any of ``tensors``."""
+        return sorted({name for name, o in zip(self.writer.op_names, self.writer.operators)
+                       if set(o.outputs.tolist()) & set(tensors)})
+
+
+def translate_part(graph: G.Graph) -> Part:
+    """:func:`translate` without writing the model: several parts become one model with :func:`combine`."""
+    schema, _, _ = modules()
+    try:
+        w = _Translator(schema, graph)
+        ins, outs = w.build()
+        return Part(w, ins, outs, w.fixed_shape)
+    except (Unsupported, Unavailable):
+        raise
+    except Exception as e:
+        raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
+
+
+def combine(parts: list) -> tuple[bytes, list]:
+    """One TFLite model holding ``parts`` as subgraphs 0, 1, ...: (bytes, ranges only weight packing reads)."""
+    schema, _, _ = modules()
+    try:
+        return _combine(schema, [(p.writer, p.inputs, p.outputs) for p in parts])
+    except Exception as e:
+        raise Unsupported(f"combining {len(parts)} graphs failed ({type(e).__name__}: {e})") from e
 
 
 def translate(graph: G.Graph) -> Translation:

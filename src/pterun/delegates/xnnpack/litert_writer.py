@@ -12,7 +12,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack.litert_memory import new_bytes
 
-__all__ = ["ModelWriter"]
+__all__ = ["ModelWriter", "combine"]
 
 
 class ModelWriter:
@@ -28,6 +28,7 @@ class ModelWriter:
         # (buffer index, bytes to place after the flatbuffer, a byte to XOR them with on the way or 0)
         self.blobs: list[tuple[int, np.ndarray, int]] = []
         self.op_names: list[str] = []
+        self.extra_subgraphs = 0  # beyond the first, with their signatures (see :func:`combine`)
 
     def no(self, what: str) -> Exception:
         return ValueError(what)
@@ -82,27 +83,37 @@ class ModelWriter:
         self.operators.append(o)
         self.op_names.append(name)
 
-    def packed_ranges(self) -> list[tuple[int, int]]:
-        """(offset, size) in the model's bytes of the constants only XNNPACK's weight packing reads: filters and
-        biases of convolutions and fully-connected layers that no other operator reads. Call after serialize."""
+    def packed_buffers(self) -> list[int]:
+        """The buffers only XNNPACK's weight packing reads: filters and biases of convolutions and fully-connected
+        layers that no other operator reads."""
         packed, other = set(), set()
         for name, o in zip(self.op_names, self.operators):
             slots = _PACKED_INPUTS.get(name, ())
             for i, t in enumerate(o.inputs.tolist()):
                 (packed if i in slots else other).add(t)
-        bufs = sorted({self.tensors[t].buffer for t in packed - other if t >= 0} - {0})
-        return [(self.buffers[b].offset, self.buffers[b].size) for b in bufs]
+        return sorted({self.tensors[t].buffer for t in packed - other if t >= 0} - {0})
 
-    def serialize(self, ins: list[int], outs: list[int]) -> bytes:
-        S = self.S
-        sg = S.SubGraphT()
+    def packed_ranges(self) -> list[tuple[int, int]]:
+        """(offset, size) in the model's bytes of :meth:`packed_buffers`. Call after serialize."""
+        return [(self.buffers[b].offset, self.buffers[b].size) for b in self.packed_buffers()]
+
+    def subgraph(self, ins: list[int], outs: list[int], name: str = "main"):
+        sg = self.S.SubGraphT()
         sg.tensors, sg.operators = self.tensors, self.operators
         sg.inputs, sg.outputs = np.asarray(ins, np.int32), np.asarray(outs, np.int32)
-        sg.name = "main"
+        sg.name = name
+        return sg
+
+    def serialize(self, ins: list[int], outs: list[int]) -> bytes:
+        return self._serialize([self.subgraph(ins, outs)])
+
+    def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
+        S = self.S
         m = S.ModelT()
         m.version = 3
         m.operatorCodes = self.codes
-        m.subgraphs = [sg]
+        m.subgraphs = subgraphs
+        m.signatureDefs = signatures
         m.buffers = self.buffers
         m.description = "pterun XNNPACK delegate"
         # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
@@ -143,7 +154,7 @@ class ModelWriter:
 
     def size_bound(self) -> int:
         """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
-        n = 4096 + 64 * len(self.buffers) + 48 * len(self.codes)
+        n = 4096 + 64 * len(self.buffers) + 48 * len(self.codes) + 256 * self.extra_subgraphs
         for t in self.tensors:
             n += 160 + 4 * len(t.shape) + len(t.name or "")
             q = t.quantization
@@ -168,3 +179,48 @@ _PACKED_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECT
 def _align(n: int, to: int = 64) -> int:
     return -(-n // to) * to
 
+
+
+def combine(schema, members: list) -> tuple[bytes, list[tuple[int, int]]]:
+    """One model holding each member as a subgraph with a signature of its own (``"g<k>"``), so one LiteRT
+    interpreter, and one XNNPACK thread pool, runs them all. ``members`` are ``(writer, inputs, outputs)``; each
+    writer's tensors, operators and buffers are renumbered into the combined model (the writers are changed).
+    Returns the model's bytes and the (offset, size) ranges only XNNPACK's weight packing reads."""
+    out = ModelWriter(schema)
+    subgraphs, signatures, packed = [], [], []
+    for k, (w, ins, outs) in enumerate(members):
+        bmap = {0: 0}
+        for b, data, xor in w.blobs:
+            out.buffers.append(schema.BufferT())
+            bmap[b] = len(out.buffers) - 1
+            out.blobs.append((bmap[b], data, xor))
+        packed += [bmap[b] for b in w.packed_buffers()]
+        cmap = {}
+        for i, oc in enumerate(w.codes):
+            if oc.builtinCode not in out.opcodes:
+                out.opcodes[oc.builtinCode] = len(out.codes)
+                out.codes.append(oc)
+            cmap[i] = out.opcodes[oc.builtinCode]
+        for t in w.tensors:
+            t.buffer = bmap.get(t.buffer, 0)
+        for o in w.operators:
+            o.opcodeIndex = cmap[o.opcodeIndex]
+        out.tensors += w.tensors  # for size_bound only: each subgraph numbers its own tensors
+        out.operators += w.operators
+        subgraphs.append(w.subgraph(ins, outs, f"g{k}"))
+        sd = schema.SignatureDefT()
+        sd.signatureKey, sd.subgraphIndex = f"g{k}", k
+        sd.inputs, sd.outputs = _tensor_maps(schema, "i", ins), _tensor_maps(schema, "o", outs)
+        signatures.append(sd)
+    out.extra_subgraphs = len(members)
+    model = out._serialize(subgraphs, signatures)
+    return model, [(out.buffers[b].offset, out.buffers[b].size) for b in sorted(set(packed))]
+
+
+def _tensor_maps(schema, prefix: str, tensors: list) -> list:
+    maps = []
+    for j, t in enumerate(tensors):
+        tm = schema.TensorMapT()
+        tm.name, tm.tensorIndex = f"{prefix}{j}", int(t)
+        maps.append(tm)
+    return maps
