@@ -61,6 +61,23 @@ def test_a_batch_builds_one_interpreter_and_a_graph_xnnpack_does_not_take_runs_o
     assert np.array_equal(out.array, x[:, 1:4] * 2)
 
 
+def test_a_graph_built_alone_that_litert_refuses_runs_on_numpy():
+    """One graph of its thread count is built on its own when the batch finishes; a refusal then moves it to
+    NumPy before it ever ran on LiteRT."""
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    batch = L.Batch()
+    g = _slice_add_graph()
+    plan = L.pending(g, 2, lambda: compile_graph(g), None, batch)
+    batch.finish()
+    assert plan.engine == "numpy" and "did not take SLICE" in plan.engine_reason
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    out = out_tensor((2, 3), np.float32)
+    plan.execute([tensor(x), out])
+    assert np.array_equal(out.array, x[:, 1:4] * 2)
+
+
 def _decode(method, steps=3):
     outs = [method.execute([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])[0]]
     for p in range(5, 5 + steps):  # a 5-token prefill, then one token at a time: inputs resized on the way

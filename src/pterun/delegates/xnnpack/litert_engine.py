@@ -62,6 +62,7 @@ class LiteRTPlan:
         self._load_dims = load_dims  # to prepare a rebuilt interpreter (forked child) as this one was
         self._pending = None  # (translated part, input resizes, shapes) until a Batch builds the interpreter
         self._interp = self._model = self._views = self._set = self._invoke = None
+        self._seen = None
         if interp is not None:
             self._use(interp, tr.model, shapes)
         _PLANS.add(self)
