@@ -21,6 +21,15 @@ LLM = Path(__file__).parent / "fixtures" / "llm"
 
 
 def _add_graph():
+    """(a + b) + b: two operators meeting at a tensor of the graph's own."""
+    g = Graph()
+    a, b, m, o = g.input([2, 6]), g.input([2, 6]), g.internal([2, 6]), g.output([2, 6])
+    g.node("Add", input1_id=a, input2_id=b, output_id=m)
+    g.node("Add", input1_id=m, input2_id=b, output_id=o)
+    return G.Graph.read(*g.blob())
+
+
+def _one_add_graph():
     g = Graph()
     a, b, o = g.input([2, 6]), g.input([2, 6]), g.output([2, 6])
     g.node("Add", input1_id=a, input2_id=b, output_id=o)
@@ -55,10 +64,38 @@ def test_a_batch_builds_one_interpreter_and_a_graph_xnnpack_does_not_take_runs_o
     for p in (a, c):
         out = out_tensor((2, 6), np.float32)
         p.execute([tensor(x), tensor(y), out])
-        assert np.array_equal(out.array, x + y)
+        assert np.array_equal(out.array, x + y + y)
     out = out_tensor((2, 3), np.float32)
     b.execute([tensor(x), out])
     assert np.array_equal(out.array, x[:, 1:4] * 2)
+
+
+def _slice_only_graph():
+    """x[:, 1:4] and nothing else: its one operator reads the graph's input and writes its output."""
+    g = Graph()
+    x, o = g.input([2, 6]), g.output([2, 3])
+    g.node("StaticSlice", num_dims=2, offsets=[0, 1], sizes=[0, 3], input_id=x, output_id=o)
+    return G.Graph.read(*g.blob())
+
+
+def test_a_graph_whose_operator_touches_only_its_inputs_and_outputs_gets_an_interpreter_of_its_own():
+    """A builtin kernel between the graph's own inputs and outputs puts nothing in LiteRT's arena that the
+    batch could see: such a graph is checked alone, where LiteRT lists its nodes (swin_t's reshapes were taken
+    for XNNPACK's in a shared interpreter before this)."""
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    batch = L.Batch()
+    graphs = [_one_add_graph(), _slice_only_graph(), _one_add_graph()]
+    a, b, c = [L.pending(g, 2, lambda g=g: compile_graph(g), None, batch) for g in graphs]
+    assert [p._pending[0].checkable() for p in (a, b, c)] == [False, False, False]  # one op, all at the ends
+    batch.finish()
+    assert (b.engine, "did not take SLICE" in b.engine_reason) == ("numpy", True)
+    assert (a.engine, c.engine) == ("litert", "litert") and a._interp is not c._interp
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    out = out_tensor((2, 3), np.float32)
+    b.execute([tensor(x), out])
+    assert np.array_equal(out.array, x[:, 1:4])
 
 
 def test_a_graph_built_alone_that_litert_refuses_runs_on_numpy():

@@ -224,6 +224,9 @@ class Batch:
         plans, self.plans = [p for p in self.plans if p._pending is not None], []
         groups: dict[int, list[list]] = {}
         for p in plans:  # same thread count, under GROUP_BYTES of model each (a bigger graph alone)
+            if not p._pending[0].checkable():
+                _build_alone(p)  # only an interpreter of its own lists what XNNPACK left to builtin kernels
+                continue
             runs = groups.setdefault(p.num_threads, [[]])
             size = p._pending[0].nbytes
             if runs[-1] and sum(q._pending[0].nbytes for q in runs[-1]) + size > GROUP_BYTES:

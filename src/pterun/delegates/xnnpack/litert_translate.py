@@ -279,6 +279,19 @@ class Part(NamedTuple):
     def sources(self) -> tuple:
         return tuple(data for _, data, _ in self.writer.blobs)
 
+    def checkable(self) -> bool:
+        """Whether LiteRT's arena can show that XNNPACK took this graph whole once it shares an interpreter: every
+        operator touches a tensor that is neither constant nor an input or output of the graph (a builtin kernel
+        left between such tensors would put one in LiteRT's arena; one between the graph's own inputs and outputs
+        would not)."""
+        ends = set(self.inputs) | set(self.outputs)
+        tensors = self.writer.tensors
+        for o in self.writer.operators:
+            own = [t for t in o.inputs.tolist() + o.outputs.tolist() if t >= 0 and not tensors[t].buffer]
+            if all(t in ends for t in own):
+                return False
+        return True
+
     def producers(self, tensors) -> list[str]:
         """The operators that write any of ``tensors``."""
         return sorted({name for name, o in zip(self.writer.op_names, self.writer.operators)
