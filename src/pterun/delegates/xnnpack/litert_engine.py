@@ -302,14 +302,7 @@ def _in_arena(wr, k: int, part) -> list[str]:
 def pending(graph: G.Graph, num_threads: int, fallback, load_dims, batch: Batch) -> LiteRTPlan:
     """A plan whose interpreter ``batch`` builds when the method has all of its graphs. The graph is translated
     now (a graph the translation does not cover raises :class:`Unsupported`, as :func:`build` does)."""
-    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
-    small = {}
-    if load_dims is not None:
-        for v in graph.inputs:
-            dims = load_dims(v.external_id, declared[v.external_id])
-            if dims is not None and tuple(dims) != declared[v.external_id]:
-                small[v.external_id] = tuple(int(d) for d in dims)
-    shrunk = {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
+    declared, small, shrunk = _load_shapes(graph, load_dims)
     part = translate_part(_declared_at(graph, shrunk, small) if shrunk else graph)
     if part.fixed_shape and shrunk:
         part, small = translate_part(graph), {}
@@ -338,17 +331,7 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
     """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed
     weights' sources given back. Smaller load dims that LiteRT refuses are dropped for the declared ones."""
     _, _, Interpreter = modules()
-    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
-    small = {}
-    if load_dims is not None:
-        for v in graph.inputs:
-            dims = load_dims(v.external_id, declared[v.external_id])
-            if dims is not None and tuple(dims) != declared[v.external_id]:
-                small[v.external_id] = tuple(int(d) for d in dims)
-    # XNNPACK sizes its workspace for the dims the model declares, inputs and everything after them: where inputs
-    # are prepared small, the model declares the run-time dims (the sizes the inputs shrank from) at their load
-    # size throughout. A ~500M Llama held ~11 MB per layer for its 511-token bound otherwise.
-    shrunk = {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
+    declared, small, shrunk = _load_shapes(graph, load_dims)
     for attempt in (True, False) if shrunk else (False,):
         tr = translate(_declared_at(graph, shrunk, small) if attempt else graph)
         if attempt and tr.fixed_shape:
@@ -378,6 +361,21 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
     logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
                    "bytes of the model given back", from_file, packed)
     return interp, tr, shapes
+
+
+def _load_shapes(graph: G.Graph, load_dims) -> tuple[dict, dict, set]:
+    """(declared dims, smaller dims to prepare at, the sizes those shrank from) of the graph's inputs, by external
+    id. XNNPACK sizes its workspace for the dims the model declares, inputs and everything after them: where inputs
+    are prepared small, the model declares the run-time dims (the sizes the inputs shrank from) at their load size
+    throughout (:func:`_declared_at`). A ~500M Llama held ~11 MB per layer for its 511-token bound otherwise."""
+    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
+    small = {}
+    if load_dims is not None:
+        for v in graph.inputs:
+            dims = load_dims(v.external_id, declared[v.external_id])
+            if dims is not None and tuple(dims) != declared[v.external_id]:
+                small[v.external_id] = tuple(int(d) for d in dims)
+    return declared, small, {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
 
 
 def _declared_at(graph: G.Graph, sizes: set, inputs: dict) -> G.Graph:
