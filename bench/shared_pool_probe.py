@@ -1,6 +1,9 @@
 #!/usr/bin/env python
 """Design probe for issue #12: one LiteRT interpreter holding every XNNPACK graph of a program as a subgraph (one
-XNNPACK thread pool for all of them), against pterun today (one interpreter, and one pool, per graph).
+XNNPACK thread pool for all of them), called back to back, against pterun's own ``Method.execute``. It was
+written when pterun gave each graph an interpreter (and a pool) of its own; pterun now shares interpreters of up
+to 64 MiB of model on more than one thread (``litert_engine.Batch``), and this probe shows what remains: the
+calls through the interpreter loop and the memory budget's extra pools.
 
     .venv/bin/python bench/shared_pool_probe.py bench/models/fc48s.pte 2     # 2 threads
 
@@ -110,4 +113,4 @@ for _ in range(10): mm.execute(xin)
 ts = []
 for _ in range(300):
     t0 = time.perf_counter(); mm.execute(xin); ts.append(time.perf_counter() - t0)
-print(f"pterun today ({len(trs)} interpreters), {threads}t: median {np.median(ts)*1e3:.3f} ms; threads {len(os.listdir('/proc/self/task'))}")
+print(f"pterun's Method.execute ({len(trs)} graphs), {threads}t: median {np.median(ts)*1e3:.3f} ms; threads {len(os.listdir('/proc/self/task'))}")
