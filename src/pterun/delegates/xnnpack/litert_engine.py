@@ -223,15 +223,18 @@ class Batch:
     def finish(self) -> None:
         plans, self.plans = [p for p in self.plans if p._pending is not None], []
         groups: dict[int, list[list]] = {}
+        filled: dict[int, int] = {}  # thread count -> model bytes in its last group
         for p in plans:  # same thread count, under GROUP_BYTES of model each (a bigger graph alone)
             if not p._pending[0].checkable():
                 _build_alone(p)  # only an interpreter of its own lists what XNNPACK left to builtin kernels
                 continue
             runs = groups.setdefault(p.num_threads, [[]])
             size = p._pending[0].nbytes
-            if runs[-1] and sum(q._pending[0].nbytes for q in runs[-1]) + size > GROUP_BYTES:
+            if runs[-1] and filled[p.num_threads] + size > GROUP_BYTES:
                 runs.append([])
+                filled[p.num_threads] = 0
             runs[-1].append(p)
+            filled[p.num_threads] = filled.get(p.num_threads, 0) + size
         for runs in groups.values():
             for members in runs:
                 if len(members) == 1:
