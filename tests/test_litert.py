@@ -228,6 +228,57 @@ def test_inputs_of_a_new_shape_resize_the_interpreter():
     assert method.delegates[0].engine == "litert"
 
 
+def _scalar_and_conv_graph(w: np.ndarray, b: np.ndarray) -> Graph:
+    """A [1] input copied to a [1] output (swin_t's delegates pass a 0-D constant through like this) beside a
+    convolution with a bias, whose sums start from the bias in XNNPACK as ExecuTorch runs it."""
+    g = Graph()
+    s, x = g.input([1]), g.input([1, 16, 16, 3])
+    g.node("Copy", input_id=s, output_id=g.output([1]))
+    g.node("Conv2d", padding_top=0, padding_right=0, padding_bottom=0, padding_left=0, kernel_height=4,
+           kernel_width=4, subsampling_height=4, subsampling_width=4, dilation_height=1, dilation_width=1,
+           group_input_channels=3, group_output_channels=8, groups=1, input1_id=x,
+           filter_id=g.value(list(w.shape), data=w), bias_id=g.value([8], data=b), output_id=g.output([1, 4, 4, 8]))
+    return g
+
+
+@needs_litert
+def test_a_one_dim_copy_runs_on_xnnpack_at_every_size():
+    g = Graph()
+    i = g.input([4])
+    g.node("Copy", input_id=i, output_id=g.output([4]))
+    plan = load(*g.blob(), "litert")
+    assert (plan.engine, plan.engine_reason) == ("litert", None)  # a RESHAPE to [-1] is refused; this is not
+    for n in (4, 3, 6):
+        x = np.arange(n, dtype=F32) - 1.5
+        out = out_tensor((n,), F32, capacity=(8,))
+        plan.execute([tensor(x), out])
+        np.testing.assert_array_equal(out.array, x)
+
+
+@needs_litert
+def test_a_scalar_for_a_one_element_value_is_passed_without_preparing_the_graph_again(monkeypatch):
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    rng = np.random.default_rng(3)
+    w, b, x = randn(8, 4, 4, 3), rng.standard_normal(8, dtype=F32), randn(1, 16, 16, 3)
+    blob = _scalar_and_conv_graph(w, b).blob()
+    runs = {}
+    for shape in ((1,), ()):
+        plan = load(*blob, "litert")
+        assert plan.engine == "litert"
+        monkeypatch.setattr(L.LiteRTPlan, "_resize", lambda *a: pytest.fail("the interpreter was resized"))
+        outs = [out_tensor(shape, F32), out_tensor((1, 4, 4, 8), F32)]
+        scalar = out_tensor(shape, F32)  # (xnn_payloads.tensor makes every array at least 1-D)
+        scalar.array[...] = 2.5
+        plan.execute([scalar, tensor(x)] + outs)
+        monkeypatch.undo()
+        assert outs[0].array.shape == shape and outs[0].array.item() == 2.5
+        runs[shape] = outs[1].array.copy()
+    # LiteRT prepared again after a resize rounds the convolution differently (the bias added after the sums):
+    # the 0-D call must give the bits of the call at the declared shape
+    np.testing.assert_array_equal(runs[()], runs[(1,)])
+
+
 @needs_litert
 def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
     import mmap

@@ -127,8 +127,13 @@ class LiteRTPlan:
             resized = False
             shapes = self._shapes
             try:
-                for t, a in arrays:
+                for k, (t, a) in enumerate(arrays):
                     if a.shape != shapes[t]:
+                        if _unit_dims_only(a.shape, shapes[t]):  # a 0-D scalar for a [1] value: the same
+                            # bytes, and resizing would have LiteRT prepare XNNPACK again, which then adds
+                            # convolution biases after the sums instead of starting from them as ExecuTorch does
+                            arrays[k] = (t, a.reshape(shapes[t]))
+                            continue
                         if self.fixed_shape:
                             raise Unsupported(f"input shape {list(a.shape)}: the model's SAME pool padding "
                                               f"equals the graph's padding only at {list(shapes[t])}")
@@ -179,6 +184,11 @@ class LiteRTPlan:
         self.engine, self.engine_reason = "numpy", reason
         self._interp = self._views = self._set = self._invoke = None  # the interpreter and its memory go
         logger().info("XNNPACK delegate moves to the NumPy engine: %s", reason)
+
+
+def _unit_dims_only(shape: tuple, declared: tuple) -> bool:
+    """Whether ``shape`` and ``declared`` differ only in dims of size 1 (the same elements in the same order)."""
+    return tuple(d for d in shape if d != 1) == tuple(d for d in declared if d != 1)
 
 
 def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:

@@ -296,13 +296,18 @@ class NodeRules:
         self.identity(n)
 
     def identity(self, n: G.Node) -> None:
-        """out = in: the same tensor when the output is internal, else a RESHAPE that keeps any leading dim."""
+        """out = in: the same tensor when the output is internal, else a RESHAPE that keeps any leading dim.
+        XNNPACK in LiteRT refuses a RESHAPE to ``[-1]``, so a one-dim copy is the identity TRANSPOSE, which
+        follows the input's run-time size as well (a 1-element graph output copied from an input, in swin_t)."""
         src, dst = self.value(n.input_id), self.value(n.output_id)
         if dst.external_id is None and n.output_id not in self.tid and (n.output_min, n.output_max) == (
                 -math.inf, math.inf) and src.datatype == dst.datatype and _same_quant(src.quant, dst.quant):
             self.alias[n.output_id] = self.alias.get(n.input_id, n.input_id)
             return
-        self.simple(n, "RESHAPE", [self.i32([-1] + list(dst.dims[1:]) if dst.dims else [])])
+        if len(dst.dims) == 1 and len(src.dims) == 1:
+            self.simple(n, "TRANSPOSE", [self.i32([0])])
+            return
+        self.simple(n, "RESHAPE", [self.i32([-1] + list(dst.dims[1:]) if len(dst.dims) > 1 else list(dst.dims))])
 
     def node_StaticTranspose(self, n: G.Node) -> None:
         perm = list(n.perm)
