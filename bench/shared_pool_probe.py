@@ -6,6 +6,12 @@ to 64 MiB of model on more than one thread (``litert_engine.Batch``), and this p
 calls through the interpreter loop and the memory budget's extra pools.
 
     .venv/bin/python bench/shared_pool_probe.py bench/models/fc48s.pte 2     # 2 threads
+    .venv/bin/python bench/shared_pool_probe.py bench/models/fc48s.pte 2 --gaps
+
+``--gaps`` also times the shared interpreter's chain with a busy wait of 10-160 µs after each call (as
+pterun's Python steps between delegate calls take): LiteRT's XNNPACK delegate creates every runtime with
+XNNPACK's ``XNN_FLAG_YIELD_WORKERS``, so the pool's workers yield after each invoke and the next one waits for
+them to wake; the line per gap gives the time with the gaps taken out.
 
 It translates each delegate with pterun's translator, joins the TFLite models into one (a subgraph and a
 signature per graph), and times invoking them in order with a small NumPy step between, as a decode step would;
@@ -19,6 +25,7 @@ from pterun.delegates.xnnpack import litert_translate as LT, litert_env, graph a
 from pterun.delegates.xnnpack.litert_writer import ModelWriter
 S, _, Interp = litert_env.modules()
 path, threads = sys.argv[1], int(sys.argv[2])
+gaps = "--gaps" in sys.argv[3:]
 m = pterun.Runtime(num_threads=threads, engine="numpy").load_program(path).load_method("forward")
 pf = m._runner.pf
 graphs = [G.Graph.read(pf.delegate_blob(d), m._runner.named_data) for d in m._runner.plan.delegates]
@@ -93,18 +100,31 @@ print("subgraphs with tensors in TFLite's arena (not wholly on XNNPACK):",
       [k for k, t in enumerate(trs) if arena_tensors(k, t)])
 # run the chain: graph k's output feeds graph k+1 (fc48s: delegate, cumsum (numpy), delegate...)
 inputs = [[np.zeros(tuple(wr.tensor(wr, i, k).shape), np.float32) for i in t.ins] for k, t in enumerate(trs)]
-def step():
+def step(gap=0.0):
     for k, t in enumerate(trs):
         for i, a in zip(t.ins, inputs[k]):
             wr.SetTensor(i, a, k)
         wr.Invoke(k)
         h = wr.tensor(wr, t.outs[0], k).copy()
         np.cumsum(h, axis=-1)
-for _ in range(10): step()
-ts = []
-for _ in range(300):
-    t0 = time.perf_counter(); step(); ts.append(time.perf_counter() - t0)
-print(f"one interpreter, {len(trs)} subgraphs, {threads}t: median {np.median(ts)*1e3:.3f} ms")
+        end = time.perf_counter() + gap
+        while gap and time.perf_counter() < end:
+            pass
+
+
+def median_ms(gap=0.0, runs=300):
+    for _ in range(10): step(gap)
+    ts = []
+    for _ in range(runs):
+        t0 = time.perf_counter(); step(gap); ts.append(time.perf_counter() - t0)
+    return np.median(ts) * 1e3
+
+
+print(f"one interpreter, {len(trs)} subgraphs, {threads}t: median {median_ms():.3f} ms")
+for gap_us in (10, 20, 40, 80, 160) if gaps else ():
+    med = median_ms(gap_us * 1e-6, 100)
+    print(f"  with {gap_us:3d} us after each call: median {med:.3f} ms, {med - len(trs) * gap_us * 1e-3:.3f} ms "
+          "without the gaps")
 # the same with one interpreter per graph (what pterun does today)
 its = [pterun.Runtime(num_threads=threads, engine="litert", merge_delegates=False).load_program(path).load_method("forward")]
 mm = its[0]
