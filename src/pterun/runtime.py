@@ -115,7 +115,9 @@ class Runtime:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
             fold: compute instructions whose inputs are all constants once, at method load (constant
-                folding). ``None``: on, unless ``$PTERUN_NO_FOLD`` is set when a program is loaded.
+                folding), and read an input element into a scalar once where a program repeats the read
+                (:mod:`pterun.interp.repeats`). ``None``: on, unless ``$PTERUN_NO_FOLD`` is set when a program
+                is loaded.
             merge_delegates: run neighbouring XNNPACK delegate calls (with the ``mean`` operators between them)
                 as one LiteRT graph, when LiteRT runs them: an exported LLM's decode step makes ~120 delegate calls
                 where ~25 do. Intermediate values inside a merged call are not in the method's memory, so
@@ -682,7 +684,8 @@ class Method:
     @property
     def steps(self) -> list[Event]:
         """What one call executes: an :class:`~pterun.interp.observe.Event` per step, chain by chain, in program
-        order (instructions folded at load and FreeCalls in chains without jumps are not steps)."""
+        order (instructions folded at load, repeated scalar reads of an input (:mod:`pterun.interp.repeats`) and
+        FreeCalls in chains without jumps are not steps)."""
         return [ev for chain in self._runner.events for ev in chain]
 
     @property

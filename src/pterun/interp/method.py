@@ -6,7 +6,8 @@
 2. analysis: which slots can change while running (steps.find_volatile), bound once by pterun.interp.binding;
 3. delegates: runs of neighbouring DelegateCalls that their backend can compile as one (pterun.interp.merge),
    then each remaining DelegateCall's backend compiles its payload;
-4. constant folding (pterun.interp.fold) and step building (pterun.interp.steps), instruction by instruction;
+4. constant folding (pterun.interp.fold), one read of a repeatedly read input element (pterun.interp.repeats)
+   and step building (pterun.interp.steps), instruction by instruction;
 
 and :meth:`MethodRunner.run` is the loop (pterun.interp.loop), or its observed twin (pterun.interp.observe)
 when a hook is given. The Runtime decides the configuration (``fold``, ``seed``, ``num_threads``, ``merge``) and

@@ -55,6 +55,10 @@ class StepBuilder:
         self.folded, self.folded_events = runner.folded, runner.folded_events
         self.events, self.delegate_steps = runner.events, runner.delegate_steps
         self.runner = runner
+        self.repeats = (frozenset(), {})  # pterun.interp.repeats.find_repeats, when folding is on
+        if folder is not None:
+            from pterun.interp.repeats import find_repeats
+            self.repeats = find_repeats(self.plan, self.values, self.tags, self.volatile)
 
     def generator(self):
         """The method's random generator (``Runtime(seed=)``), made on first use."""
@@ -74,8 +78,13 @@ class StepBuilder:
         values, tags = self.values, self.tags
         merged = self.runner.merged  # (chain, first instruction) -> (run, executor, argument slots)
         absorbed = self.runner.absorbed  # (chain, instruction) of every instruction a merged call runs
+        # repeated reads of one input element into a scalar (pterun.interp.repeats): left out, and the first
+        # read's result copied to their scalar slots
+        skip, fan_out = self.repeats if ci == 0 else (frozenset(), {})
 
         def kernel_call(ins, pc: int) -> None:
+            if pc in skip:
+                return
             name, b = self.plan.operators[ins.op_index], ins.args
             kernel = KERNELS[name]
             if name in GEOMETRY_CHECKS:
@@ -85,9 +94,14 @@ class StepBuilder:
                 self.folded.append((ci, pc, name))
                 self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
                 return
-            steps.append(self._kernel_step(kernel, b, pc))
+            step, detail = self._kernel_step(kernel, b, pc), None
+            if pc in fan_out:
+                step = _fanned_out(step, values, b[-1], tuple(slot for _, slot in fan_out[pc]))
+                detail = (f"also gives the result of instructions {', '.join(str(q) for q, _ in fan_out[pc])}, "
+                          "which read the same element")
+            steps.append(step)
             info.append((name, b, pc))
-            events.append(Event(ci, pc, "KernelCall", name, read))
+            events.append(Event(ci, pc, "KernelCall", name, read, detail=detail))
 
         for pc, ins in enumerate(chain):
             kind = ins.kind
@@ -269,6 +283,16 @@ class StepBuilder:
 
 def _noop():
     return None
+
+
+def _fanned_out(step, values: list, slot: int, copies: tuple):
+    """``step``, then its scalar result at ``slot`` copied to ``copies``."""
+    def run():
+        step()
+        v = values[slot]
+        for c in copies:
+            values[c] = v
+    return run
 
 
 def kernels_for(chain) -> dict:

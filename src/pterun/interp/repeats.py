@@ -1,0 +1,120 @@
+"""Repeated scalar reads: a method input's element read into a Python scalar once, not once per layer.
+
+ExecuTorch's LLM exporter gives every attention layer its own copies of ``input_pos[0]``: a ``select_copy`` of
+the input into a 0-D tensor, then ``_local_scalar_dense`` of that tensor, for each KV-cache update and each
+attention call (48 instructions of a 12-layer decode step's 180). They all read the same element of a tensor
+nothing writes, so they give the same number. :func:`find_repeats` finds them at load; the step builder
+(pterun.interp.steps) runs the first pair and copies its result to the other pairs' scalar slots, and the
+other pairs leave no step behind.
+
+A pair is a repeat only where nothing can tell: the tensor it reads is written by no instruction; its
+``select_copy`` has fixed ``dim`` and ``index`` and is the only writer of a 0-D tensor that only its
+``_local_scalar_dense`` reads; that scalar slot has no other writer and nothing reads it before the pair would
+have run. Methods with more than one chain or with jumps are left alone.
+
+Example::
+
+    >>> skip, fan_out = find_repeats(plan, values, tags, volatile)   # doctest: +SKIP
+    >>> fan_out                                                     # doctest: +SKIP
+    {30: ((31, 164), (32, 165), ...)}
+"""
+
+from __future__ import annotations
+
+from pterun.format.program import (DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR)
+
+__all__ = ["find_repeats"]
+
+SELECT = "aten::select_copy.int_out"
+SCALAR = "aten::_local_scalar_dense"
+
+
+def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozenset, dict]:
+    """(instructions to leave out, {instruction of a first scalar read: ((instruction, scalar slot) of each
+    repeat of it, ...)}) for the method's only chain; nothing when the method has another chain or a jump. The
+    first read's result is copied to each repeat's scalar slot."""
+    if len(plan.chains) != 1 or any(ins.kind == JUMP_FALSE_CALL for ins in plan.chains[0]):
+        return frozenset(), {}
+    chain = plan.chains[0]
+    if not any(ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == SCALAR for ins in chain):
+        return frozenset(), {}
+    reads, writes = _reads_and_writes(plan, chain, values)
+    outputs = set(plan.outputs)
+
+    def only(slot: int, pc: int) -> bool:  # ``pc`` is the only instruction naming ``slot`` as written
+        return writes.get(slot) == [pc]
+
+    first: dict[tuple, int] = {}  # (source slot, dim, index) -> the first scalar read's instruction
+    skip, fan_out = set(), {}
+    for pc, ins in enumerate(chain):
+        if ins.kind != KERNEL_CALL or plan.operators[ins.op_index] != SELECT:
+            continue
+        args = tuple(ins.args)
+        if len(args) not in (4, 5) or (len(args) == 5 and args[4] != args[3]):
+            continue
+        src, dim, index, t = args[:4]
+        key = (src, _const_int(dim, values, tags, volatile), _const_int(index, values, tags, volatile))
+        if None in key[1:] or tags[src] != TENSOR or writes.get(src) or tags[t] != TENSOR or not only(t, pc):
+            continue
+        if getattr(values[t], "shape", None) != () or t in outputs:
+            continue
+        readers = [q for q in reads.get(t, ()) if q != pc]
+        if len(readers) != 1:
+            continue
+        (q,) = readers
+        scalar = chain[q]
+        if scalar.kind != KERNEL_CALL or plan.operators[scalar.op_index] != SCALAR or len(scalar.args) != 2 or \
+                scalar.args[0] != t or q < pc:
+            continue
+        out = scalar.args[1]
+        if tags[out] != INT or not only(out, q) or any(r < q for r in reads.get(out, ()) if r != q):
+            continue
+        if key not in first:
+            first[key] = q
+            continue
+        fan_out.setdefault(first[key], []).append((q, out))
+        skip.update((pc, q))
+    return frozenset(skip), {q: tuple(pairs) for q, pairs in fan_out.items()}
+
+
+def _const_int(slot: int, values: list, tags: list, volatile: set):
+    if tags[slot] != INT or slot in volatile or type(values[slot]) is not int:
+        return None
+    return values[slot]
+
+
+def _reads_and_writes(plan, chain, values) -> tuple[dict, dict]:
+    """slot -> instructions reading it, slot -> instructions that may write it (out arguments and return slots of
+    kernels, every argument of a delegate call, a move's target), list members included."""
+    from pterun.interp.steps import kernels_for, written_slots
+
+    kernels = kernels_for(chain)
+    reads: dict[int, list] = {}
+    writes: dict[int, list] = {}
+
+    def note(table: dict, slot: int, pc: int) -> None:
+        if not 0 <= slot < len(values):
+            return
+        table.setdefault(slot, []).append(pc)
+        if isinstance(values[slot], tuple):
+            for j in values[slot]:
+                if isinstance(j, int) and 0 <= j < len(values):
+                    table.setdefault(j, []).append(pc)
+
+    for pc, ins in enumerate(chain):
+        if ins.kind == KERNEL_CALL:
+            kernel = kernels.get(plan.operators[ins.op_index])
+            args = tuple(ins.args)
+            out = set(args) if kernel is None else set(written_slots(kernel, args))
+            for a in dict.fromkeys(args):  # an out variant names its out argument twice (the return slot)
+                note(reads, a, pc)
+                if a in out:
+                    note(writes, a, pc)
+        elif ins.kind == DELEGATE_CALL:
+            for a in dict.fromkeys(ins.args):
+                note(reads, a, pc)
+                note(writes, a, pc)
+        elif ins.kind == MOVE_CALL:
+            note(reads, ins.move_from, pc)
+            note(writes, ins.move_to, pc)
+    return reads, writes

@@ -1,0 +1,111 @@
+"""Repeated scalar reads (pterun.interp.repeats): an LLM export's per-layer copies of ``input_pos[0]`` run once,
+the results do not change, and anything that could tell the copies apart keeps them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES
+
+import pterun.interp.repeats as repeats_module
+from pterun import Runtime
+from pterun.format.program import KERNEL_CALL, ExecutionPlan, MoveCall
+from pterun.interp.method import MethodRunner
+from pterun.interp.repeats import SCALAR, SELECT, find_repeats
+
+KV = FIXTURES / "llm" / "kv_sdpa.pte"  # 2 layers: input_pos[0] read into a scalar 4 times
+
+
+def _scalar_reads(plan) -> list[int]:
+    return [pc for pc, ins in enumerate(plan.chains[0])
+            if ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == SCALAR]
+
+
+def _repeats(plan):
+    runner = MethodRunner(Runtime.get().load_program(KV)._pf, plan, shared_arenas={})
+    return find_repeats(plan, runner.values, runner.tags, runner.volatile)
+
+
+def test_the_exporters_per_layer_position_reads_run_once():
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    chain = plan.chains[0]
+    skip, fan_out = _repeats(plan)
+    reads = _scalar_reads(plan)  # input_pos[-1] once (the mask's end), then input_pos[0] per cache update and attention
+    index = {pc: plan.values[chain[pc - 1].args[2]].val for pc in reads}
+    assert [index[pc] for pc in reads] == [-1, 0, 0, 0, 0]
+    (first, repeats), = fan_out.items()
+    assert first == reads[1] and [q for q, _ in repeats] == reads[2:]
+    assert skip == {q for q, _ in repeats} | {q - 1 for q, _ in repeats}  # each repeat and its select_copy
+    assert {plan.operators[chain[pc].op_index] for pc in skip} == {SELECT, SCALAR}
+    assert [s for _, s in repeats] == [chain[q].args[1] for q in reads[2:]]
+    method = Runtime.get().load_program(KV).load_method("forward")
+    ran = {e.index for e in method.steps}
+    assert not skip & ran and {reads[0], first} <= ran
+    (event,) = [e for e in method.steps if e.index == first]
+    assert event.detail == f"also gives the result of instructions {', '.join(map(str, reads[2:]))}, which read " \
+                           "the same element"
+
+
+def test_results_are_those_of_every_read_running(monkeypatch):
+    prompt = np.load(FIXTURES / "llm" / "kv_sdpa.npz")["p0_prompt"].astype(np.int64).reshape(1, -1)
+    method = Runtime.get().load_program(KV).load_method("forward")
+    monkeypatch.setattr(repeats_module, "find_repeats", lambda *a: (frozenset(), {}))
+    plain = Runtime.get().load_program(KV).load_method("forward")
+    assert len(plain.steps) == len(method.steps) + 6
+    a, b = method.execute([prompt, np.array([0], np.int64)]), plain.execute([prompt, np.array([0], np.int64)])
+    np.testing.assert_array_equal(a[0], b[0])
+    pos = prompt.shape[1]
+    for _ in range(4):  # decode steps: every position read stands for the new one
+        tok = np.array([[int(a[0].reshape(-1, a[0].shape[-1])[-1].argmax())]], np.int64)
+        a = method.execute([tok, np.array([pos], np.int64)])
+        b = plain.execute([tok, np.array([pos], np.int64)])
+        np.testing.assert_array_equal(a[0], b[0])
+        pos += 1
+
+
+def test_no_folding_runs_every_read():
+    assert len(Runtime(fold=False).load_program(KV).load_method("forward").steps) == \
+        len(Runtime().load_program(KV).load_method("forward").steps) + 6
+
+
+def _with_chain(plan, chain, outputs=None) -> ExecutionPlan:
+    return ExecutionPlan(plan.name, plan.values, plan.inputs, plan.outputs if outputs is None else outputs, [chain],
+                         plan.operators, plan.delegates, plan.buffer_sizes)
+
+
+def test_a_written_source_keeps_every_read():
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    chain = plan.chains[0]
+    selects = [pc for pc, ins in enumerate(chain)
+               if ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == SELECT]
+    src = chain[selects[0]].args[0]
+    # a move into the position input at the very end: the input is no longer read-only
+    assert _repeats(_with_chain(plan, [*chain, MoveCall(src, src)])) == (frozenset(), {})
+
+
+def test_a_repeat_whose_tensor_is_also_an_output_is_kept():
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    skip, fan_out = _repeats(plan)
+    (first, repeats), = fan_out.items()
+    q, _ = repeats[-1]
+    t = plan.chains[0][q].args[0]  # the 0-D tensor the last repeat reads
+    skip2, fan_out2 = _repeats(_with_chain(plan, plan.chains[0], (*plan.outputs, t)))
+    assert [r for r, _ in fan_out2[first]] == [r for r, _ in repeats[:-1]] and q not in skip2 and len(skip2) == 4
+
+
+def test_methods_with_a_jump_or_two_chains_are_left_alone():
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    two = ExecutionPlan(plan.name, plan.values, plan.inputs, plan.outputs, [plan.chains[0], []], plan.operators,
+                        plan.delegates, plan.buffer_sizes)
+    assert _repeats(two) == (frozenset(), {})
+    cond = Runtime.get().load_program(FIXTURES / "cond.pte").load_method("forward")._runner
+    assert find_repeats(cond.plan, cond.values, cond.tags, cond.volatile) == (frozenset(), {})
+
+
+@pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
+def test_merged_delegate_programs_read_the_position_once(name):
+    m = Runtime().load_program(FIXTURES / "llm" / f"{name}.pte").load_method("forward")
+    plain = Runtime(fold=False).load_program(FIXTURES / "llm" / f"{name}.pte").load_method("forward")
+    assert len(plain.steps) - len(m.steps) == 6
+    x = [np.array([[1, 2, 3]], np.int64), np.array([0], np.int64)]
+    np.testing.assert_allclose(m.execute(x)[0], plain.execute(x)[0], rtol=0, atol=1e-6)
