@@ -539,6 +539,94 @@ def test_transposed_convolution_is_cropped_from_the_full_valid_output(pads, adj)
         np.testing.assert_allclose(outs[engine].array, ref, rtol=1e-5, atol=1e-5)
 
 
+@needs_litert
+@pytest.mark.parametrize("name", ["Conv2d", "DepthwiseConv2d"])
+def test_a_convolution_without_a_bias_runs_on_litert_as_with_a_bias_of_zeros(name):
+    # LiteRT's convolutions refuse to prepare without a bias input ("Tensor at index 2 was optional but was
+    # expected"), which sent every graph holding one (densenet121's, conv -> no bias) to the NumPy engine
+    from xnn_refs import ref_conv
+
+    x = randn(1, 6, 7, 4)
+    w = randn(8, 3, 3, 4) if name == "Conv2d" else randn(1, 3, 3, 8)
+    groups, gic, goc = (1, 4, 8) if name == "Conv2d" else (4, 1, 2)
+    outs = {}
+    for bias in (None, np.zeros(8, F32)):
+        g = Graph()
+        i, o = g.input([1, 6, 7, 4]), g.output([1, 6, 7, 8])
+        g.node(name, lo=0.0, padding_top=1, padding_right=1, padding_bottom=1, padding_left=1, kernel_height=3,
+               kernel_width=3, subsampling_height=1, subsampling_width=1, dilation_height=1, dilation_width=1,
+               group_input_channels=gic, group_output_channels=goc, groups=groups, input1_id=i,
+               filter_id=g.value(list(w.shape), data=w),
+               bias_id=P.INVALID_ID if bias is None else g.value([8], data=bias), output_id=o)
+        ex = load(*g.blob(), "litert")
+        assert (ex.engine, ex.engine_reason) == ("litert", None)
+        outs[bias is None] = out_tensor((1, 6, 7, 8), F32)
+        ex.execute([tensor(x), outs[bias is None]])
+    np.testing.assert_array_equal(outs[True].array, outs[False].array)  # what XNNPACK starts its sums from
+    wr = w if name == "Conv2d" else w[0].transpose(2, 0, 1)[:, :, :, None]
+    ref = np.maximum(ref_conv(x, wr, None, (1, 1), (1, 1, 1, 1), (1, 1), groups), 0)
+    np.testing.assert_allclose(outs[True].array, ref, rtol=1e-5, atol=1e-5)
+
+
+@needs_litert
+def test_a_static_int8_convolution_without_a_bias_runs_on_litert():
+    from test_xnnpack import per_channel, per_tensor
+    from xnn_refs import ref_conv
+
+    sx, zx, so, zo = 0.05, 3, 0.2, -5
+    rng = np.random.default_rng(11)
+    xq = rng.integers(-128, 128, (1, 5, 6, 4)).astype(np.int8)
+    wq = rng.integers(-127, 128, (6, 3, 3, 4)).astype(np.int8)
+    ws = (rng.uniform(0.5, 2, 6) * 0.01).astype(F32)
+    g = Graph()
+    i = g.input([1, 5, 6, 4], P.QINT8, per_tensor(sx, zx))
+    wv = g.value([6, 3, 3, 4], P.QCINT8, data=wq, quant=per_channel(ws, 0))
+    o = g.output([1, 5, 6, 6], P.QINT8, per_tensor(so, zo))
+    g.node("Conv2d", padding_top=1, padding_right=1, padding_bottom=1, padding_left=1, kernel_height=3,
+           kernel_width=3, subsampling_height=1, subsampling_width=1, dilation_height=1, dilation_width=1,
+           group_input_channels=4, group_output_channels=6, groups=1, input1_id=i, filter_id=wv,
+           bias_id=P.INVALID_ID, output_id=o)
+    ex = load(*g.blob(), "litert")
+    assert (ex.engine, ex.engine_reason) == ("litert", None)
+    out = out_tensor((1, 5, 6, 6), np.int8)
+    ex.execute([tensor(xq), out])
+    acc = ref_conv(xq.astype(np.int64) - zx, wq.astype(np.int64), None, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    want = np.clip(np.rint((acc.astype(F32) * (F32(sx) * ws / F32(so))).astype(F32)) + zo, -128, 127)
+    np.testing.assert_array_equal(out.array, want.astype(np.int8))
+
+
+@needs_litert
+def test_transposed_fully_connected_weights_run_on_litert_as_the_untransposed_ones():
+    # GPT-2's Conv1D layers store their weights [in, out]; they are transposed as they are copied into the model
+    x, w, b = randn(2, 3, 5), randn(4, 5), randn(4)
+    outs = {}
+    for transpose in (False, True):
+        g = Graph()
+        i, o = g.input([2, 3, 5]), g.output([2, 3, 4])
+        wv = g.value([5, 4] if transpose else [4, 5], data=w.T.copy() if transpose else w)
+        g.node("FullyConnected", lo=0.0, input1_id=i, filter_id=wv, bias_id=g.value([4], data=b), output_id=o,
+               flags=P.FLAG_TRANSPOSE_WEIGHTS if transpose else 0)
+        ex = load(*g.blob(), "litert")
+        assert (ex.engine, ex.engine_reason) == ("litert", None)
+        outs[transpose] = out_tensor((2, 3, 4), F32)
+        ex.execute([tensor(x), outs[transpose]])
+    np.testing.assert_array_equal(outs[True].array, outs[False].array)
+    np.testing.assert_allclose(outs[True].array, np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
+
+
+@needs_litert
+def test_transposed_quantized_fully_connected_weights_stay_on_numpy_with_the_reason():
+    g = Graph()
+    i, o = g.input([2, 8]), g.output([2, 4])
+    wq = np.arange(32, dtype=np.int8).reshape(8, 4)
+    from test_xnnpack import per_channel
+    wv = g.value([8, 4], P.QCINT8, data=wq, quant=per_channel(np.full(4, 0.1, F32), 1))
+    g.node("FullyConnected", input1_id=i, filter_id=wv, output_id=o, flags=P.FLAG_TRANSPOSE_WEIGHTS)
+    ex = load(*g.blob(), "auto")
+    assert ex.engine == "numpy"
+    assert ex.engine_reason == "node 0 (XNNFullyConnected): transposed fully-connected weights value 2 (qcint8 [8, 4])"
+
+
 def test_a_litert_that_fails_to_import_falls_back():
     r = _subprocess("""
         import importlib.abc, sys

@@ -41,26 +41,40 @@ class NodeRules:
             return x, "VALID"
         return self.pad_zero(x, pads, "convolution"), "VALID"
 
-    def bias_tensor(self, n: G.Node, x_vid: int, w_vid: int) -> int:
+    def bias_tensor(self, n: G.Node, x_vid: int, w_vid: int, required: bool = False) -> int:
+        """The bias's tensor; -1 for none, or with ``required`` (LiteRT's convolutions refuse to prepare without
+        one) a bias of zeros, which is what XNNPACK starts the sums from when a node has none."""
         if n.bias_id == G.INVALID_ID:
-            return -1
+            return self.zero_bias(n, x_vid, w_vid) if required else -1
         bv = self.value(n.bias_id)
         if bv.data is None:
             raise self.no("run-time bias")
         if bv.quant is None:
             return self.tensor_of(n.bias_id)
-        xq, wq = self.value(x_vid).quant, self.value(w_vid).quant
-        if xq is None or wq is None or xq.kind != G.PER_TENSOR or bv.datatype not in (G.QINT32, G.QCINT32):
+        if bv.datatype not in (G.QINT32, G.QCINT32):
             raise self.no(f"quantized bias {bv.describe()} without a static int8 input and weights")
-        ws = np.asarray(wq.scale, F32).reshape(-1)
-        scale = (F32(xq.scale) * ws).astype(F32)
-        quant = self.S.QuantizationParametersT()  # TFLite's rule: bias scale = input scale x weight scale
+        self.tid[n.bias_id] = self.add_tensor([int(np.prod(bv.dims))], self.S.TensorType.INT32,
+                                              self.buffer(bv.data), self.bias_quant(x_vid, w_vid, bv.describe()),
+                                              f"v{bv.id}")
+        return self.tid[n.bias_id]
+
+    def bias_quant(self, x_vid: int, w_vid: int, what: str):
+        """TFLite's rule for an int32 bias: scale = input scale x weight scale (per output channel)."""
+        xq, wq = self.value(x_vid).quant, self.value(w_vid).quant
+        if xq is None or wq is None or xq.kind != G.PER_TENSOR:
+            raise self.no(f"quantized bias {what} without a static int8 input and weights")
+        scale = (F32(xq.scale) * np.asarray(wq.scale, F32).reshape(-1)).astype(F32)
+        quant = self.S.QuantizationParametersT()
         quant.scale = scale
         quant.zeroPoint = np.zeros(scale.size, np.int64)
         quant.quantizedDimension = 0
-        self.tid[n.bias_id] = self.add_tensor([int(np.prod(bv.dims))], self.S.TensorType.INT32,
-                                              self.buffer(bv.data), quant, f"v{bv.id}")
-        return self.tid[n.bias_id]
+        return quant
+
+    def zero_bias(self, n: G.Node, x_vid: int, w_vid: int) -> int:
+        channels = max(n.groups, 1) * n.group_output_channels
+        if self.value(w_vid).quant is None:
+            return self.const(np.zeros(channels, F32), "FLOAT32")
+        return self.const(np.zeros(channels, np.int32), "INT32", self.bias_quant(x_vid, w_vid, "of zeros"))
 
     def conv_weights(self, n: G.Node) -> int:
         w = self.value(n.filter_id)
@@ -115,25 +129,33 @@ class NodeRules:
             raise self.no(f"Convert {src.dtype_name} -> {dst.dtype_name}")
 
     def node_FullyConnected(self, n: G.Node) -> None:
-        if n.flags & G.FLAG_TRANSPOSE_WEIGHTS:
-            raise self.no("transposed fully-connected weights")
         x = self.input_for_gemm(n)
         w = self.value(n.filter_id)
         if w.data is None:
             raise self.no(f"run-time filter {w.describe()}")
-        wt = self.tensor_of(n.filter_id)
+        wt = self.transposed_weights(w) if n.flags & G.FLAG_TRANSPOSE_WEIGHTS else self.tensor_of(n.filter_id)
         b = self.bias_tensor(n, n.input1_id, n.filter_id)
         act, residual = self.activation(n.output_min, n.output_max, n.output_id)
         keep = len(self.tensors[x].shape) != 2
         self.op("FULLY_CONNECTED", [x, wt, b], [self.output(n.output_id, residual)], "FullyConnectedOptions",
                 fusedActivationFunction=act, keepNumDims=keep)
 
+    def transposed_weights(self, w: G.Value) -> int:
+        """Float weights stored [in, out] (XNNPACK's transposed-weights flag; GPT-2's Conv1D layers) as TFLite's
+        [out, in], transposed as they are copied into the model: XNNPACK packs either layout into the same
+        buffer, so the sums are the same."""
+        dtype = {G.FP32: F32, G.FP16: np.float16}.get(w.datatype)
+        if dtype is None or w.quant is not None or len(w.dims) != 2:
+            raise self.no(f"transposed fully-connected weights {w.describe()}")
+        data = np.ascontiguousarray(np.frombuffer(w.data, dtype).reshape(w.dims).T)
+        return self.const(data, "FLOAT32" if dtype is F32 else "FLOAT16")
+
     def conv_common(self, n: G.Node):
         if n.kernel_height < 1 or n.kernel_width < 1 or n.subsampling_height < 1 or n.subsampling_width < 1:
             raise self.no("empty kernel or stride")
         x, padding = self.conv_pads(n, self.tensor_of(n.input1_id))
         wt = self.conv_weights(n)
-        b = self.bias_tensor(n, n.input1_id, n.filter_id)
+        b = self.bias_tensor(n, n.input1_id, n.filter_id, required=True)
         act, residual = self.activation(n.output_min, n.output_max, n.output_id)
         out = self.output(n.output_id, residual)
         return [x, wt, b], [out], dict(padding=getattr(self.S.Padding, padding), strideH=n.subsampling_height,
