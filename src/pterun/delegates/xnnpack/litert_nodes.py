@@ -71,7 +71,8 @@ class NodeRules:
         return quant
 
     def zero_bias(self, n: G.Node, x_vid: int, w_vid: int) -> int:
-        channels = max(n.groups, 1) * n.group_output_channels
+        dims = self.value(w_vid).dims  # a filter's output channels: OHWI's first dim, [1, H, W, C*M]'s last
+        channels = dims[-1] if n.name == "DepthwiseConv2d" else dims[0]
         if self.value(w_vid).quant is None:
             return self.const(np.zeros(channels, F32), "FLOAT32")
         return self.const(np.zeros(channels, np.int32), "INT32", self.bias_quant(x_vid, w_vid, "of zeros"))
