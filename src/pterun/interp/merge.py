@@ -176,6 +176,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
     root = _view_roots(plan)
+    span = _spans(values)
     runs = []
     for ci, chain in enumerate(plan.chains):
         if any(ins.kind == JUMP_FALSE_CALL for ins in chain):
@@ -204,7 +205,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
                 elif nxt.kind != FREE_CALL:
                     break
                 j += 1
-            run = _settle(ci, backend, items, chain, values, uses, outputs, root, later)
+            run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span)
             if run is None:
                 pc += 1
                 continue
@@ -213,7 +214,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     return runs
 
 
-def _settle(ci, backend, items, chain, values, uses, outputs, root, later) -> Run | None:
+def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span) -> Run | None:
     """The longest prefix of ``items`` that ends on a delegate call, holds two or more, and whose deferred
     instructions may run after the merged call; None when there is none. The run is cut before the first
     element a deferred instruction may not move past, and settled again (what is read outside changes)."""
@@ -232,20 +233,34 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later) -> Ru
         for pc, p in reversed(items):  # a view read outside is replayed (later views first: views of views)
             if isinstance(p, Absorbed) and p.op == "view" and outside(p.outputs[0]):
                 deferred.add(pc)
-        bad = _first_conflict(items, deferred, chain, values, root, later, outside)
+        bad = _first_conflict(items, deferred, chain, values, root, later, outside, span)
         if bad is None:
             parts = tuple(p for _, p in items if p is not None)
             return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)))
         items = [(pc, p) for pc, p in items if pc < bad]
 
 
-def _first_conflict(items, deferred, chain, values, root, later, outside) -> int | None:
+def _first_conflict(items, deferred, chain, values, root, later, outside, span) -> int | None:
     """The first element of the run that a deferred instruction before it may not move past, or None."""
     def slots(pc):
         return {root.get(s, s) for s in _expand(chain[pc].args, values)}
 
+    def spans(slots_) -> list:
+        return [r for r in map(span, slots_) if r is not None]
+
+    # what each element the deferred instructions move past touches and writes, worked out once
+    kept = []
+    for q, e in items:
+        if q in deferred:
+            continue  # deferred instructions keep their order
+        touched = slots(q)
+        if isinstance(e, DelegatePart):
+            written = touched
+        else:  # an absorbed view writes no memory; other absorbed operators their output
+            written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
+        kept.append((q, touched, written, spans(touched), spans(s for s in written if outside(s))))
     first = None
-    for k, (pc, p) in enumerate(items):
+    for pc, p in items:
         if pc not in deferred:
             continue
         if p is None:
@@ -254,29 +269,46 @@ def _first_conflict(items, deferred, chain, values, root, later, outside) -> int
             writes = {root.get(s, s) for s in writes}
         else:  # a replayed view writes only its own binding
             reads, writes = slots(pc), set()
-        for q, e in items[k + 1:]:
+        mine_w, mine_rw = spans(writes), spans(reads | writes)
+        for q, touched, written, touched_at, written_out_at in kept:
+            if q < pc:
+                continue
             if first is not None and q >= first:
                 break
-            if q in deferred:
-                continue  # deferred instructions keep their order
-            touched = slots(q)
-            if isinstance(e, DelegatePart):
-                written = touched
-            else:  # an absorbed view writes no memory; other absorbed operators their output
-                written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
-            if writes & touched or reads & written or _overlap(writes, touched, values) or \
-                    _overlap(reads | writes, [s for s in written if outside(s)], values):
+            # a slot both sides name is caught by the set tests; the byte ranges catch different slots laid
+            # over the same memory (the memory plan reuses it)
+            if writes & touched or reads & written or _meet(mine_w, touched_at) or _meet(mine_rw, written_out_at):
                 first = q
                 break
     return first
 
 
-def _overlap(mine, theirs, values) -> bool:
-    """Whether any tensor slot of ``mine`` shares memory with a different tensor slot of ``theirs``."""
-    a = [values[s].storage for s in mine if isinstance(values[s], Tensor) and values[s].storage.size]
-    b = [values[s].storage for s in set(theirs) - set(mine)
-         if isinstance(values[s], Tensor) and values[s].storage.size]
-    return any(np.may_share_memory(x, y) for x in a for y in b)
+def _meet(a: list, b: list) -> bool:
+    """Whether any byte range of ``a`` meets one of ``b`` (as ``np.may_share_memory`` decides for flat storages)."""
+    return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
+
+
+def _spans(values: list) -> Callable[[int], tuple | None]:
+    """``span(slot)``: the [start, end) addresses of a tensor slot's storage, None for anything else or no bytes;
+    worked out once per slot (the memory layout is fixed once a method is loaded)."""
+    known: dict[int, tuple | None] = {}
+
+    def span(slot: int):
+        if slot not in known:
+            v = values[slot] if 0 <= slot < len(values) else None
+            st = v.storage if isinstance(v, Tensor) else None
+            if st is None or not st.size:
+                known[slot] = None
+            else:
+                lo = hi = st.__array_interface__["data"][0]
+                for n, step in zip(st.shape, st.strides):
+                    if step < 0:
+                        lo += (n - 1) * step
+                    else:
+                        hi += (n - 1) * step
+                known[slot] = (lo, hi + st.itemsize)
+        return known[slot]
+    return span
 
 
 def _expand(args, values) -> list:
