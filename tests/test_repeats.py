@@ -83,6 +83,17 @@ def test_a_written_source_keeps_every_read():
     assert _repeats(_with_chain(plan, [*chain, MoveCall(src, src)])) == (frozenset(), {})
 
 
+def test_reads_of_anything_but_a_method_input_are_kept():
+    # a constant source would have its first read computed at load, where nothing copies the result on
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    chain = plan.chains[0]
+    src = next(ins.args[0] for ins in chain if ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == SELECT)
+    assert src in plan.inputs
+    others = tuple(i for i in plan.inputs if i != src)
+    assert _repeats(ExecutionPlan(plan.name, plan.values, others, plan.outputs, plan.chains, plan.operators,
+                                  plan.delegates, plan.buffer_sizes)) == (frozenset(), {})
+
+
 def test_a_repeat_whose_tensor_is_also_an_output_is_kept():
     plan = Runtime.get().load_program(KV)._plan("forward")
     skip, fan_out = _repeats(plan)

@@ -7,7 +7,8 @@ nothing writes, so they give the same number. :func:`find_repeats` finds them at
 (pterun.interp.steps) runs the first pair and copies its result to the other pairs' scalar slots, and the
 other pairs leave no step behind.
 
-A pair is a repeat only where nothing can tell: the tensor it reads is written by no instruction; its
+A pair is a repeat only where nothing can tell: the tensor it reads is a method input that no instruction
+writes (so it is never computed at load, and the first read always runs as a step); its
 ``select_copy`` has fixed ``dim`` and ``index`` and is the only writer of a 0-D tensor that only its
 ``_local_scalar_dense`` reads; that scalar slot has no other writer and nothing reads it before the pair would
 have run. Methods with more than one chain or with jumps are left alone.
@@ -39,7 +40,7 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
     if not any(ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == SCALAR for ins in chain):
         return frozenset(), {}
     reads, writes = _reads_and_writes(plan, chain, values)
-    outputs = set(plan.outputs)
+    outputs, inputs = set(plan.outputs), set(plan.inputs)
 
     def only(slot: int, pc: int) -> bool:  # ``pc`` is the only instruction naming ``slot`` as written
         return writes.get(slot) == [pc]
@@ -54,7 +55,8 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
             continue
         src, dim, index, t = args[:4]
         key = (src, _const_int(dim, values, tags, volatile), _const_int(index, values, tags, volatile))
-        if None in key[1:] or tags[src] != TENSOR or writes.get(src) or tags[t] != TENSOR or not only(t, pc):
+        if None in key[1:] or src not in inputs or tags[src] != TENSOR or writes.get(src) or tags[t] != TENSOR or \
+                not only(t, pc):
             continue
         if getattr(values[t], "shape", None) != () or t in outputs:
             continue
