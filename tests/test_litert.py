@@ -627,6 +627,21 @@ def test_transposed_quantized_fully_connected_weights_stay_on_numpy_with_the_rea
     assert ex.engine_reason == "node 0 (XNNFullyConnected): transposed fully-connected weights value 2 (qcint8 [8, 4])"
 
 
+@needs_litert
+def test_the_zoo_patterns_litert_once_refused_run_on_litert():
+    # tests/fixtures/zoo/litert_graphs (tools/zoo/export_fixtures.py): a DenseNet transition with a bias-free
+    # convolution and GPT-2's Conv1D (transposed fully-connected weights), exported by ExecuTorch
+    program = Runtime().load_program(FIXTURES / "zoo" / "litert_graphs.pte", engine="litert")
+    method = program.load_method("forward")
+    assert [(d.engine, d.reason) for d in method.delegates] == [("litert", None)]
+    numpy = Runtime(engine="numpy").load_program(FIXTURES / "zoo" / "litert_graphs.pte").load_method("forward")
+    for call in load_calls("zoo/litert_graphs"):
+        for engine in (method, numpy):
+            for got, want in zip(engine.execute(call["inputs"]), call["outputs"]):
+                assert got.shape == want.shape and got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(np.abs(want).max()))
+
+
 def test_a_litert_that_fails_to_import_falls_back():
     r = _subprocess("""
         import importlib.abc, sys

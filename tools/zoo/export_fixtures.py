@@ -23,6 +23,11 @@ LayerNorm(300) on values over four decades: ExecuTorch's kernels sum each row le
 its optimized layer norm from 256 elements a row (vectorised Welford moments); the order shows in the last bits
 of the statistics (the zoo's deit 8da4w case moved by 2.8e-3 of scale on one such bit).
 
+``litert_graphs`` is an XNNPACK fp32 program of two patterns LiteRT once refused, sending their graphs to the
+NumPy engine: a DenseNet transition (batch norm, ReLU, a 1x1 convolution without a bias, a 2x2 average pool;
+LiteRT's convolutions need a bias input) and GPT-2's Conv1D (``addmm`` with weights stored [in, out], an XNNPACK
+fully-connected node with transposed weights).
+
 ``qd8_ties`` is an 8da4w linear (int8 dynamic activations, int4 group-32 weights through torchao) whose
 inputs sit on exact float32 rounding ties of the dynamic quantization: XNNPACK rounds the exact product
 ``x * multiplier`` rounded to float32 and then half to even, as pterun does (the tie is where any upstream
@@ -95,6 +100,23 @@ class Norms(nn.Module):
         return self.ln(x), self.gn(y), (x * x).mean(-1, keepdim=True), y.mean((0, 2)), self.ln_long(z)
 
 
+class LiteRTGraphs(nn.Module):
+    """A DenseNet transition (BN, ReLU, bias-free 1x1 conv, 2x2 average pool) and a GPT-2 Conv1D (addmm with
+    [in, out] weights)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm2d(16)
+        self.conv = nn.Conv2d(16, 8, 1, bias=False)
+        self.pool = nn.AvgPool2d(2, 2)
+        self.w = nn.Parameter(torch.randn(32, 24) * 0.2)  # [in, out], as transformers' Conv1D stores it
+        self.b = nn.Parameter(torch.randn(24) * 0.1)
+
+    def forward(self, x, t):
+        y = self.pool(self.conv(torch.relu(self.bn(x))))
+        return y, torch.addmm(self.b, t, self.w)
+
+
 def norm_rows(shape: tuple, g: torch.Generator) -> torch.Tensor:
     """Values over four decades plus an offset, so that the order of a float32 sum shows in its last bits."""
     mag = 10 ** (torch.rand(shape, generator=g) * 4 - 2)
@@ -162,8 +184,9 @@ def tie_rows(rows: int, width: int, g: torch.Generator) -> torch.Tensor:
 
 
 def main() -> int:
-    """Every fixture, or only those named on the command line (qint8_add, qint8_se, norm_order, qd8_ties)."""
-    want = set(sys.argv[1:]) or {"qint8_add", "qint8_se", "norm_order", "qd8_ties"}
+    """Every fixture, or only those named on the command line (qint8_add, qint8_se, norm_order, qd8_ties,
+    litert_graphs)."""
+    want = set(sys.argv[1:]) or {"qint8_add", "qint8_se", "norm_order", "qd8_ties", "litert_graphs"}
     g = torch.Generator().manual_seed(13)
     if "qint8_add" in want:
         # every code of x against random codes of y
@@ -210,6 +233,23 @@ def main() -> int:
         ep = torch.export.export(lin, (x,))
         et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
         record("qd8_ties", et, [(x,), (tie_rows(8, 64, g),)])
+
+    if "litert_graphs" in want:  # fp32 XNNPACK: a bias-free convolution, transposed fully-connected weights
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        g = torch.Generator().manual_seed(23)
+        torch.manual_seed(23)
+        m = LiteRTGraphs().eval()
+        with torch.no_grad():  # batch statistics that are not the identity
+            m.bn.running_mean.normal_(generator=g)
+            m.bn.running_var.uniform_(0.5, 2.0, generator=g)
+            m.bn.weight.normal_(generator=g)
+            m.bn.bias.normal_(generator=g)
+        calls = [(torch.randn(1, 16, 8, 8, generator=g), torch.randn(5, 32, generator=g)) for _ in range(2)]
+        ep = torch.export.export(m, calls[0])
+        et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        record("litert_graphs", et, calls)
     return 0
 
 
