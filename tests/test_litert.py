@@ -642,6 +642,48 @@ def test_the_zoo_patterns_litert_once_refused_run_on_litert():
                 np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * float(np.abs(want).max()))
 
 
+@needs_litert
+@pytest.mark.parametrize("bounds,on_litert", [((0.0, 20.0), True), ((-5.0, 3.0), True), ((0.0, 1.0), False),
+                                              ((0.5, 20.0), False)])
+def test_an_int8_clamp_that_changes_no_code_runs_on_litert(bounds, on_litert):
+    # ta_deepspeech's hardtanh(0, 20) after int8 values that reach only (127 + 128) * 0.0094 = 2.4
+    from test_xnnpack import per_tensor
+
+    q = per_tensor(0.0094, -128)
+    g = Graph()
+    i, o = g.input([2, 8], P.QINT8, q), g.output([2, 8], P.QINT8, q)
+    g.node("Clamp", lo=bounds[0], hi=bounds[1], input_id=i, output_id=o)
+    ex = load(*g.blob(), "auto")
+    if not on_litert:
+        assert (ex.engine, ex.engine_reason) == ("numpy", f"node 0 (XNNClamp): clamp [{bounds[0]}, {bounds[1]}] on "
+                                                          "a non-fp32 value")
+        return
+    assert (ex.engine, ex.engine_reason) == ("litert", None)
+    x = np.arange(-128, 128, 16, dtype=np.int8).reshape(2, 8)
+    out = out_tensor((2, 8), np.int8)
+    ex.execute([tensor(x), out])
+    np.testing.assert_array_equal(out.array, x)
+
+
+@needs_litert
+def test_an_int8_output_clamp_that_changes_no_code_is_left_out():
+    from test_xnnpack import per_tensor
+
+    q = per_tensor(0.0094, -128)
+    g = Graph()
+    a, b, o = g.input([2, 8], P.QINT8, q), g.input([2, 8], P.QINT8, q), g.output([2, 8], P.QINT8, q)
+    g.node("Add", lo=0.0, hi=20.0, input1_id=a, input2_id=b, output_id=o)
+    lit, num = load(*g.blob(), "litert"), load(*g.blob(), "numpy")
+    assert (lit.engine, lit.engine_reason) == ("litert", None)
+    x = np.arange(-128, 128, 8, dtype=np.int8).reshape(2, 16)[:, :8].copy()
+    y = np.flip(x, axis=1).copy()
+    outs = []
+    for ex in (lit, num):
+        outs.append(out_tensor((2, 8), np.int8))
+        ex.execute([tensor(x), tensor(y), outs[-1]])
+    np.testing.assert_array_equal(outs[0].array, outs[1].array)
+
+
 def test_a_litert_that_fails_to_import_falls_back():
     r = _subprocess("""
         import importlib.abc, sys

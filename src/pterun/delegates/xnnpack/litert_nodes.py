@@ -312,6 +312,10 @@ class NodeRules:
             self.op(name, [self.tensor_of(n.input_id)], [self.tensor_of(n.output_id)])
             return
         if self.value(n.output_id).datatype != G.FP32:
+            src, dst = self.value(n.input_id), self.value(n.output_id)
+            if src.datatype == dst.datatype and _same_quant(src.quant, dst.quant) and \
+                    self.keeps_every_code(lo, hi, n.output_id):
+                return self.identity(n)  # a copy: the clamp changes no code
             raise self.no(f"clamp [{lo}, {hi}] on a non-fp32 value")
         self.pending_clamp = (self.tensor_of(n.input_id), self.tensor_of(n.output_id), lo, hi)
 

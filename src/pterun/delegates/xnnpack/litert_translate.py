@@ -131,8 +131,21 @@ class _Translator(NodeRules, ModelWriter):
         if name is not None:
             return getattr(self.S.ActivationFunctionType, name), None
         if self.value(out_vid).datatype != G.FP32:
+            if self.keeps_every_code(lo, hi, out_vid):
+                return self.S.ActivationFunctionType.NONE, None
             raise self.no(f"output clamp [{lo}, {hi}] on a non-fp32 value")
         return self.S.ActivationFunctionType.NONE, (lo, hi)
+
+    def keeps_every_code(self, lo: float, hi: float, vid: int) -> bool:
+        """Whether clamping 8-bit value ``vid`` to [lo, hi] leaves every code as it is: per-tensor quantization
+        whose range of codes lies within the bounds (a hardtanh(0, 20) of int8 values that reach only 2.4, in
+        ta_deepspeech, where XNNPACK's clamp is then no clamp at all)."""
+        v = self.value(vid)
+        codes = {G.QINT8: (-128, 127), G.QUINT8: (0, 255)}.get(v.datatype)
+        q = v.quant
+        if codes is None or q is None or q.kind != G.PER_TENSOR or not float(q.scale) > 0:
+            return False
+        return lo / float(q.scale) + q.zero_point <= codes[0] and hi / float(q.scale) + q.zero_point >= codes[1]
 
     def output(self, out_vid: int, residual: tuple | None) -> int:
         """The tensor an op writes: the value's own, or a temporary followed by the residual clamp."""
@@ -163,6 +176,8 @@ class _Translator(NodeRules, ModelWriter):
         if (n.output_min, n.output_max) == (-math.inf, math.inf):
             return None
         if self.value(n.output_id).datatype != G.FP32:
+            if self.keeps_every_code(n.output_min, n.output_max, n.output_id):
+                return None
             raise self.no(f"output clamp [{n.output_min}, {n.output_max}] on a non-fp32 value")
         return n.output_min, n.output_max
 
