@@ -30,7 +30,7 @@ from pterun.format.program import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST
                                    MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
 from pterun.interp.tensor import Tensor
 
-__all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "find_runs", "slots_read_outside"]
+__all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "slots_read_outside"]
 
 
 class DelegatePart(NamedTuple):
@@ -85,7 +85,7 @@ def absorbed_op(name: str, args: tuple, values: list, tags: list, volatile: set)
     return None if attrs is None else Absorbed(attrs.pop("op"), (x,), (out,), attrs)
 
 
-def _const_int(slot: int, values: list, tags: list, volatile: set):
+def const_int(slot: int, values: list, tags: list, volatile: set):
     """The int at ``slot`` when it is fixed at load, else None."""
     if tags[slot] != INT or slot in volatile or type(values[slot]) is not int:
         return None
@@ -96,7 +96,7 @@ def _const_ints(slot: int, values: list, tags: list, volatile: set):
     """The ints of the int list at ``slot`` when every one is fixed at load, else None."""
     if tags[slot] != INT_LIST or slot in volatile or not isinstance(values[slot], tuple):
         return None
-    got = [_const_int(j, values, tags, volatile) for j in values[slot]]
+    got = [const_int(j, values, tags, volatile) for j in values[slot]]
     return None if None in got else got
 
 
@@ -119,7 +119,7 @@ def _view(args, values, tags, volatile, rank):
         return None
     dims = []
     for j, bound in zip(values[size], declared):
-        d = _const_int(j, values, tags, volatile) if tags[j] == INT and j not in volatile else None
+        d = const_int(j, values, tags, volatile) if tags[j] == INT and j not in volatile else None
         if j not in volatile and (d is None or d < -1):
             return None
         dims.append(None if d is None else bound if d == -1 else d)  # None: the dim the run-time size decides
@@ -135,15 +135,15 @@ def _reshape(args, values, tags, volatile, rank):
 
 def _squeeze(args, values, tags, volatile, rank):
     dims = _const_ints(args[1], values, tags, volatile) if tags[args[1]] == INT_LIST else \
-        [_const_int(args[1], values, tags, volatile)]
+        [const_int(args[1], values, tags, volatile)]
     if not dims or None in dims or any(not -rank <= d < rank for d in dims):
         return None
     return {"op": "squeeze", "dims": tuple(sorted({d % rank for d in dims}))}
 
 
 def _slice(args, values, tags, volatile, rank):
-    dim, start, end = (_const_int(a, values, tags, volatile) for a in args[1:4])
-    if dim is None or not -rank <= dim < rank or _const_int(args[4], values, tags, volatile) != 1:
+    dim, start, end = (const_int(a, values, tags, volatile) for a in args[1:4])
+    if dim is None or not -rank <= dim < rank or const_int(args[4], values, tags, volatile) != 1:
         return None
     if (start is None and tags[args[2]] != NULL) or (end is None and tags[args[3]] != NULL):
         return None

@@ -82,6 +82,11 @@ class MethodRunner:
         self.merged: dict = {}  # (chain, first instruction) -> (Run, executor, argument slots)
         self.absorbed: set = set()  # (chain, instruction) of every instruction a merged call runs
         self._finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
+        self._calls: dict[int, list] = {}  # delegate index -> the argument slots of each of its DelegateCalls
+        for c in plan.chains:
+            for ins in c:
+                if ins.kind == DELEGATE_CALL:
+                    self._calls.setdefault(ins.delegate_index, []).append(ins.args)
         if merge:
             self._merge_delegates()
         called = {ins.delegate_index for ci, c in enumerate(plan.chains) for pc, ins in enumerate(c)
@@ -154,8 +159,7 @@ class MethodRunner:
                                 f"available (available: {sorted(BACKENDS) or 'none'})")
         blob = self.pf.delegate_blob(d)
         n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
-        first = next((ins.args for c in self.plan.chains for ins in c
-                      if ins.kind == DELEGATE_CALL and ins.delegate_index == i), ())
+        first = self._calls.get(i, [()])[0]
         ctx = DelegateContext(self.pf.name, self.name, i, self.named_data, self.engine, self._call_args(i), n,
                               self.dynamic_sizes, tuple(self._is_dynamic(a) for a in first), self._finish)
         try:
@@ -226,9 +230,8 @@ class MethodRunner:
         """Per DelegateCall of delegate ``i``: each argument's largest element count (None: not a tensor)."""
         values = self.plan.values
         return tuple(tuple(values[a][1].numel if 0 <= a < len(values) and values[a][0] == TENSOR else None
-                           for a in ins.args)
-                     for chain in self.plan.chains for ins in chain
-                     if ins.kind == DELEGATE_CALL and ins.delegate_index == i)
+                           for a in args)
+                     for args in self._calls.get(i, ()))
 
     # -- run -----------------------------------------------------------------------------------------------
     def set_inputs(self, inputs: list) -> None:

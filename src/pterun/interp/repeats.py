@@ -22,7 +22,8 @@ Example::
 
 from __future__ import annotations
 
-from pterun.format.program import (DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR)
+from pterun.format.program import DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR
+from pterun.interp.merge import const_int
 
 __all__ = ["find_repeats"]
 
@@ -54,7 +55,7 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
         if len(args) not in (4, 5) or (len(args) == 5 and args[4] != args[3]):
             continue
         src, dim, index, t = args[:4]
-        key = (src, _const_int(dim, values, tags, volatile), _const_int(index, values, tags, volatile))
+        key = (src, const_int(dim, values, tags, volatile), const_int(index, values, tags, volatile))
         if None in key[1:] or src not in inputs or tags[src] != TENSOR or writes.get(src) or tags[t] != TENSOR or \
                 not only(t, pc):
             continue
@@ -77,12 +78,6 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
         fan_out.setdefault(first[key], []).append((q, out))
         skip.update((pc, q))
     return frozenset(skip), {q: tuple(pairs) for q, pairs in fan_out.items()}
-
-
-def _const_int(slot: int, values: list, tags: list, volatile: set):
-    if tags[slot] != INT or slot in volatile or type(values[slot]) is not int:
-        return None
-    return values[slot]
 
 
 def _reads_and_writes(plan, chain, values) -> tuple[dict, dict]:
