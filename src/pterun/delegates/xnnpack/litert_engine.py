@@ -319,8 +319,7 @@ def pending(graph: G.Graph, num_threads: int, fallback, load_dims, batch: Batch)
     part = translate_part(_declared_at(graph, shrunk, small) if shrunk else graph)
     if part.fixed_shape and shrunk:
         part, small = translate_part(graph), {}
-    resize = {t: small[v.external_id] for v, t in zip(graph.inputs, part.inputs) if v.external_id in small}
-    shapes = {**{t: declared[v.external_id] for v, t in zip(graph.inputs, part.inputs)}, **resize}
+    resize, shapes = _prepared(graph, part.inputs, declared, small)
     plan = LiteRTPlan(None, graph, part, num_threads, fallback, None, load_dims)
     plan._pending = (part, resize, shapes)
     batch.add(plan)
@@ -350,8 +349,7 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
         if attempt and tr.fixed_shape:
             continue
         from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
-        resize = {t: small[v.external_id] for v, t in zip(graph.inputs, tr.inputs)
-                  if attempt and v.external_id in small}
+        resize, shapes = _prepared(graph, tr.inputs, declared, small if attempt else {})
         try:
             with capture_native_stderr():
                 interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
@@ -365,7 +363,6 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
             if attempt:
                 continue  # the smaller shapes were the problem: prepare at the declared ones
             raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
-    shapes = {**{t: declared[v.external_id] for v, t in zip(graph.inputs, tr.inputs)}, **resize}
     left = _not_delegated(ops, tr)
     if left:
         raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
@@ -389,6 +386,13 @@ def _load_shapes(graph: G.Graph, load_dims) -> tuple[dict, dict, set]:
             if dims is not None and tuple(dims) != declared[v.external_id]:
                 small[v.external_id] = tuple(int(d) for d in dims)
     return declared, small, {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
+
+
+def _prepared(graph: G.Graph, tensors: list, declared: dict, small: dict) -> tuple[dict, dict]:
+    """(the interpreter inputs to resize to their smaller load dims, the shape each input is prepared at), for the
+    model's input tensors ``tensors`` in the graph's input order."""
+    resize = {t: small[v.external_id] for v, t in zip(graph.inputs, tensors) if v.external_id in small}
+    return resize, {**{t: declared[v.external_id] for v, t in zip(graph.inputs, tensors)}, **resize}
 
 
 def _declared_at(graph: G.Graph, sizes: set, inputs: dict) -> G.Graph:
