@@ -125,12 +125,13 @@ for gap_us in (10, 20, 40, 80, 160) if gaps else ():
     med = median_ms(gap_us * 1e-6, 100)
     print(f"  with {gap_us:3d} us after each call: median {med:.3f} ms, {med - len(trs) * gap_us * 1e-3:.3f} ms "
           "without the gaps")
-# the same with one interpreter per graph (what pterun does today)
-its = [pterun.Runtime(num_threads=threads, engine="litert", merge_delegates=False).load_program(path).load_method("forward")]
-mm = its[0]
+# pterun's own Method.execute on the same file (delegates not merged, so one call per graph)
+mm = pterun.Runtime(num_threads=threads, engine="litert", merge_delegates=False).load_program(path).load_method(
+    "forward")
 xin = [np.zeros((1, 1, 768), np.float32)]
 for _ in range(10): mm.execute(xin)
 ts = []
 for _ in range(300):
     t0 = time.perf_counter(); mm.execute(xin); ts.append(time.perf_counter() - t0)
-print(f"pterun's Method.execute ({len(trs)} graphs), {threads}t: median {np.median(ts)*1e3:.3f} ms; threads {len(os.listdir('/proc/self/task'))}")
+print(f"pterun's Method.execute ({len(trs)} graphs), {threads}t: median {np.median(ts)*1e3:.3f} ms; "
+      f"threads {len(os.listdir('/proc/self/task'))}")

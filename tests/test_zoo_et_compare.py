@@ -59,7 +59,8 @@ def test_the_first_instruction_that_differs_is_named(recorded, capsys, tmp_path)
     assert out[0] == "output 0: ExecuTorch's bit for bit"
     assert out[1].startswith("instruction     1 aten::cumsum.out") and "of elements differ" in out[1]
     assert out[2].startswith("instruction     2 delegate XnnpackBackend") and "100.0% of elements differ" in out[2]
-    assert out[3] == "1 of 3 compared instructions bit for bit ExecuTorch's; the first that is not: 1 (aten::cumsum.out)"
+    assert out[3] == ("1 of 3 compared instructions bit for bit ExecuTorch's; the first that is not: 1 "
+                      "(aten::cumsum.out)")
 
 
 def test_substitute_runs_the_operator_as_the_record(recorded, capsys):

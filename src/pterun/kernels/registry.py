@@ -69,9 +69,9 @@ class Kernel:
     ``not_supported``: why pterun refuses the operator (loading a program that uses it fails with this
     reason), or None. ``unwritten``: positions of schema-mutable arguments the kernel never writes (ExecuTorch's
     ``update_cache`` writes its cache and leaves its ``out`` placeholder alone), so moving the instruction past
-    another that uses that memory is safe (pterun.interp.merge). ``random``: the kernel draws random numbers from the ``rng=`` keyword argument, which
-    the interpreter binds to the method's :class:`numpy.random.Generator` (never foldable). :meth:`specialize`
-    asks for a load-time fast path.
+    another that uses that memory is safe (pterun.interp.merge). ``random``: the kernel draws random numbers
+    from the ``rng=`` keyword argument, which the interpreter binds to the method's
+    :class:`numpy.random.Generator` (never foldable). :meth:`specialize` asks for a load-time fast path.
     """
 
     __slots__ = ("name", "fn", "_schema", "raw", "_specializer", "volatile_args", "foldable", "returns_view",

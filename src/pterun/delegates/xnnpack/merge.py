@@ -6,9 +6,9 @@ program constant it reads becomes a constant of the graph. The operators the run
 a :data:`.graph.MEAN` node (a node type of pterun's, not of the payload format: XNNPACK's own partitioner leaves
 RMSNorm's mean to the portable kernels), views, reshapes and squeezes StaticReshape, slices StaticSlice, each
 following the one dim a view says changes at run time. A view (``et_view``) aliases its input: its result never
-reaches memory from the merged call, and the view is replayed after it where something outside reads it. What the run reads from outside
-becomes the merged graph's external inputs, what anything outside reads its external outputs; everything else is
-internal and never reaches the method's memory.
+reaches memory from the merged call, and the view is replayed after it where something outside reads it. What
+the run reads from outside becomes the merged graph's external inputs, what anything outside reads its external
+outputs; everything else is internal and never reaches the method's memory.
 
 Joins are made only where the two sides agree exactly: float32, unquantized, the same dims. Anything else
 raises :class:`CannotMerge` and the run's delegates stay separate.
