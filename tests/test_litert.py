@@ -228,6 +228,102 @@ def test_inputs_of_a_new_shape_resize_the_interpreter():
     assert method.delegates[0].engine == "litert"
 
 
+def _dense_graph(w: np.ndarray, b: np.ndarray, rows: int, doubled: bool = False) -> Graph:
+    """x @ w.T + b, or twice that through a tensor of the graph's own (which lets graphs share an interpreter)."""
+    g = Graph()
+    i, o = g.input([rows, w.shape[1]]), g.output([rows, w.shape[0]])
+    m = g.internal([rows, w.shape[0]]) if doubled else o
+    g.node("FullyConnected", input1_id=i, filter_id=g.value(list(w.shape), data=w),
+           bias_id=g.value([w.shape[0]], data=b), output_id=m)
+    if doubled:
+        g.node("Add", input1_id=m, input2_id=m, output_id=o)
+    return g
+
+
+@needs_litert
+def test_a_repeated_call_copies_in_invokes_and_copies_out_and_sees_new_values(monkeypatch):
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    rng = np.random.default_rng(11)
+    w, b = rng.standard_normal((24, 40), dtype=F32), rng.standard_normal(24, dtype=F32)
+    plan = load(*_dense_graph(w, b, 3).blob(), "litert")
+    x, out = out_tensor((3, 40), F32), out_tensor((3, 24), F32)
+    x.array[...] = rng.standard_normal((3, 40), dtype=F32)
+    plan.execute([x, out])
+    assert plan._steady is not None  # the same tensors and arrays next time: nothing to check again
+    fail = lambda *a: pytest.fail("a steady call went through the checked path")  # noqa: E731
+    monkeypatch.setattr(L, "input_array", fail)
+    monkeypatch.setattr(L, "write_output", fail)
+    for _ in range(3):
+        x.array[...] = rng.standard_normal((3, 40), dtype=F32)
+        plan.execute([x, out])
+        np.testing.assert_allclose(out.array, x.array @ w.T + b, rtol=1e-5, atol=1e-5)
+    monkeypatch.undo()
+    other = out_tensor((3, 24), F32)  # another output tensor: the checked path, then steady on it
+    plan.execute([x, other])
+    np.testing.assert_array_equal(other.array, out.array)
+    assert plan._steady[3] == (other,)
+
+
+@needs_litert
+def test_a_new_shape_leaves_the_steady_state_and_the_old_arrays_are_not_used_again():
+    rng = np.random.default_rng(12)
+    w, b = rng.standard_normal((16, 32), dtype=F32), rng.standard_normal(16, dtype=F32)
+    plan = load(*_dense_graph(w, b, 8).blob(), "litert")
+    x, out = out_tensor((8, 32), F32, capacity=(64, 32)), out_tensor((8, 16), F32, capacity=(64, 16))
+    last = None
+    for rows in (8, 8, 64, 64, 2, 8, 8):  # the interpreter's memory moves when it grows
+        x.resize((rows, 32))
+        x.array[...] = rng.standard_normal((rows, 32), dtype=F32)
+        plan.execute([x, out])
+        assert out.array.shape == (rows, 16)
+        np.testing.assert_allclose(out.array, x.array @ w.T + b, rtol=1e-5, atol=1e-5)
+        if rows == last:  # steady from the second call at a shape (the first one resized the output)
+            assert plan._steady is not None and plan._steady[1] == (x.array,)
+        last = rows
+    # tensors whose arrays never change, around a call that resizes the interpreter and does not settle (its
+    # output is resized): they must not be served from arrays over the interpreter's old memory
+    p, op = out_tensor((8, 32), F32), out_tensor((8, 16), F32)
+    q, oq = out_tensor((64, 32), F32), out_tensor((1, 16), F32, capacity=(64, 16))
+    for t in (p, q):
+        t.array[...] = rng.standard_normal(t.array.shape, dtype=F32)
+    plan.execute([p, op])
+    plan.execute([p, op])
+    plan.execute([q, oq])
+    assert plan._steady is None
+    plan.execute([p, op])
+    np.testing.assert_allclose(op.array, p.array @ w.T + b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(oq.array, q.array @ w.T + b, rtol=1e-5, atol=1e-5)
+
+
+@needs_litert
+def test_graphs_sharing_an_interpreter_stay_steady_when_another_is_resized():
+    # each subgraph of an interpreter has memory of its own: resizing one moves none of another's arrays
+    from pterun.delegates.xnnpack import Graph as TypedGraph
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    rng = np.random.default_rng(13)
+    ws = [(rng.standard_normal((16, 32), dtype=F32), rng.standard_normal(16, dtype=F32)) for _ in range(2)]
+    graphs = [TypedGraph.read(*_dense_graph(w, b, 4, doubled=True).blob()) for w, b in ws]
+    batch = L.Batch()
+    plans = [L.pending(g, 2, lambda g=g: compile_graph(g), None, batch) for g in graphs]
+    batch.finish()
+    assert plans[0]._interp is plans[1]._interp and plans[0]._sub != plans[1]._sub
+    ios = [(out_tensor((4, 32), F32, capacity=(256, 32)), out_tensor((4, 16), F32, capacity=(256, 16)))
+           for _ in plans]
+    for step in range(4):
+        for (x, out), p, (w, b) in zip(ios, plans, ws):
+            if p is plans[1] and step == 2:
+                x.resize((256, 32))  # only the second graph grows
+            x.array[...] = rng.standard_normal(x.array.shape, dtype=F32)
+            steady = p._steady
+            p.execute([x, out])
+            if p is plans[0] and step > 0:
+                assert p._steady is steady  # the first graph never left its steady state
+            np.testing.assert_allclose(out.array, 2 * (x.array @ w.T + b), rtol=1e-5, atol=1e-5)
+
+
 def _scalar_and_conv_graph(w: np.ndarray, b: np.ndarray) -> Graph:
     """A [1] input copied to a [1] output (swin_t's delegates pass a 0-D constant through like this) beside a
     convolution with a bias, whose sums start from the bias in XNNPACK as ExecuTorch runs it."""
