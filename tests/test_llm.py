@@ -87,6 +87,26 @@ def test_update_cache_writes_in_place_and_checks_bounds():
                           True, None, None)
 
 
+def test_a_decode_step_attends_straight_into_its_out_array():
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 1, 6, 8), dtype=np.float32)  # 6 query heads over 2 kv heads
+    k, v = (rng.standard_normal((1, 16, 2, 8), dtype=np.float32) for _ in range(2))
+    want = K.custom_sdpa_out(q, k, v, 9, None, 0.0, True, None, None)
+    out = np.full((1, 1, 6, 8), np.nan, np.float32)
+    assert K.custom_sdpa_out(q, k, v, 9, None, 0.0, True, None, out) is out  # nothing for the interpreter to copy
+    np.testing.assert_array_equal(out, want)
+    kk, vv = np.repeat(k[0, :10], 3, axis=1), np.repeat(v[0, :10], 3, axis=1)  # [positions, query heads, dim]
+    scores = np.einsum("hd,lhd->hl", q[0, 0].astype(np.float64), kk) / np.sqrt(8)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    np.testing.assert_allclose(out[0, 0], np.einsum("hl,lhd->hd", p / p.sum(-1, keepdims=True), vv), rtol=1e-5,
+                               atol=1e-6)
+    for other in (np.zeros((1, 2, 6, 8), np.float32), np.zeros((1, 1, 6, 8), np.float64),
+                  np.zeros((1, 1, 8, 6), np.float32).transpose(0, 1, 3, 2)):  # not its shape, dtype or order
+        got = K.custom_sdpa_out(q, k, v, 9, None, 0.0, True, None, other)
+        assert got is not other and not other.any()
+        np.testing.assert_array_equal(got, want)
+
+
 # ==============================================================================================================
 # The runner against ExecuTorch's recorded greedy decoding
 # ==============================================================================================================

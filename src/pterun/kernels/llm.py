@@ -63,8 +63,10 @@ def update_cache_with_indices_out(value, cache, start_pos, indices, out):
     return None, None
 
 
-def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale):
-    """Attention over ``[B, S, H, D]`` views; k/v are caches ``[B, L, Hkv, D]`` read up to the used length."""
+def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
+    """Attention over ``[B, S, H, D]`` views; k/v are caches ``[B, L, Hkv, D]`` read up to the used length. A
+    decode step (S == 1) writes its result straight into ``out`` when that is a float32 array of its shape in
+    memory order, and returns it."""
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise ValueError(f"query, key and value must be 4-D, got {q.ndim}, {k.ndim} and {v.ndim} dims")
     if mask is not None and is_causal:
@@ -103,16 +105,21 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale):
     scores -= scores.max(axis=-1, keepdims=True)
     np.exp(scores, out=scores)
     scores /= scores.sum(axis=-1, keepdims=True)
-    ctx = np.matmul(scores, v[:, :kv_len].transpose(0, 2, 1, 3))  # [B, Hkv, rep*S, D]
+    vt = v[:, :kv_len].transpose(0, 2, 1, 3)
     if s == 1:
-        return ctx.reshape(b, 1, hq, d)
+        if out is not None and out.shape == (b, 1, hq, d) and out.dtype == F32 and out.flags.c_contiguous:
+            np.matmul(scores, vt, out=out.reshape(b, hkv, rep, d))
+            return out
+        return np.matmul(scores, vt).reshape(b, 1, hq, d)
+    ctx = np.matmul(scores, vt)  # [B, Hkv, rep*S, D]
     return ctx.reshape(b, hkv, rep, s, d).transpose(0, 3, 1, 2, 4).reshape(b, s, hq, d)
 
 
 @register("llama::custom_sdpa.out")
 def custom_sdpa_out(query, key, value, start_pos, attn_mask, drpout_p, is_causal, scale, out):
     """custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)"""
-    return _attend(query, key, value, start_pos, attn_mask, is_causal, scale).astype(query.dtype, copy=False)
+    return _attend(query, key, value, start_pos, attn_mask, is_causal, scale,
+                   out if query.dtype == F32 else None).astype(query.dtype, copy=False)
 
 
 @register("llama::sdpa_with_kv_cache.out")
