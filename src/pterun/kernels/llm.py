@@ -89,10 +89,13 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
     if q.dtype != F32:
         q, k, v = q.astype(F32), k[:, :kv_len].astype(F32), v[:, :kv_len].astype(F32)
     # group query heads by their kv head: [B, Hkv, rep*S, D] so one matmul per kv head serves all its queries
-    # (a decode step, S == 1, needs no transpose: [B, 1, Hq, D] is already [B, Hkv, rep, D])
+    # (a decode step, S == 1, needs no transpose: [B, 1, Hq, D] is already [B, Hkv, rep, D]). As ExecuTorch's
+    # kernel does, the products are scaled, then masked, and the output, not the weights, is multiplied by the
+    # reciprocal of the softmax's sum
     qg = q.reshape(b, hkv, rep, d) if s == 1 else \
         q.reshape(b, s, hkv, rep, d).transpose(0, 2, 3, 1, 4).reshape(b, hkv, rep * s, d)
-    scores = np.matmul(qg * scale, k[:, :kv_len].transpose(0, 2, 3, 1))  # [B, Hkv, rep*S, kv]
+    scores = np.matmul(qg, k[:, :kv_len].transpose(0, 2, 3, 1))  # [B, Hkv, rep*S, kv]
+    scores *= scale
     if mask is not None:
         scores = scores.reshape(b, hkv, rep, s, kv_len)
         scores += mask.astype(F32, copy=False)
@@ -102,16 +105,20 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
         future = np.triu(np.ones((s, kv_len), np.bool_), k=start_pos + 1)
         grid = scores.reshape(b, hkv, rep, s, kv_len)  # a view: scores is fresh and contiguous
         np.putmask(grid, np.broadcast_to(future, grid.shape), -np.inf)  # ~10x faster than boolean indexing
-    scores -= scores.max(axis=-1, keepdims=True)
+    scores -= np.maximum.reduce(scores, axis=-1, keepdims=True)
     np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)
+    inv = np.reciprocal(np.add.reduce(scores, axis=-1, keepdims=True))
     vt = v[:, :kv_len].transpose(0, 2, 1, 3)
     if s == 1:
         if out is not None and out.shape == (b, 1, hq, d) and out.dtype == F32 and out.flags.c_contiguous:
-            np.matmul(scores, vt, out=out.reshape(b, hkv, rep, d))
+            ctx = np.matmul(scores, vt, out=out.reshape(b, hkv, rep, d))
+            ctx *= inv
             return out
-        return np.matmul(scores, vt).reshape(b, 1, hq, d)
+        ctx = np.matmul(scores, vt)
+        ctx *= inv
+        return ctx.reshape(b, 1, hq, d)
     ctx = np.matmul(scores, vt)  # [B, Hkv, rep*S, D]
+    ctx *= inv
     return ctx.reshape(b, hkv, rep, s, d).transpose(0, 3, 1, 2, 4).reshape(b, s, hq, d)
 
 
