@@ -198,6 +198,24 @@ def test_mobilenet_fixture_with_threads_matches_the_reference(width, always_spli
         assert float(np.max(np.abs(got - want))) <= 1e-5 * scale
 
 
+def test_split_operations_write_no_floating_point_warnings(width, monkeypatch):
+    # inf * 0 in the parts pterun's pool threads run: NaNs in the outputs, nothing on stderr (execute ignores
+    # NumPy's floating-point errors on the calling thread, and the pool threads must too)
+    import warnings
+
+    monkeypatch.setattr(threads, "SPLIT_MACS", 0)
+    monkeypatch.setattr(threads, "SPLIT_MIN_ROWS", 1)
+    width(3)
+    method = Runtime.get().load_program(FIXTURES / "xnn_mlp_dynamic.pte", engine="numpy").load_method("forward")
+    x = np.full((16, 16), np.inf, np.float32)
+    x[:, ::2] = -np.inf
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (out,) = method.execute([x])
+    assert np.isnan(out).all()
+    assert [str(w.message) for w in caught] == []
+
+
 @pytest.mark.parametrize("rows", [1, 16])
 def test_split_fully_connected_matches_one_thread(width, monkeypatch, rows):
     # one row splits the weight columns (a decode step), several rows split the rows
@@ -258,13 +276,15 @@ def test_portable_products_split_and_match_one_thread(width, monkeypatch, m, bia
     for name, args in cases:
         want = np.zeros((m, 7), np.float32)
         width(1)
-        KERNELS[name].specialize(*args, want)()
+        with np.errstate(all="ignore"):  # as under execute (CI once saw "invalid value encountered in dot" here)
+            KERNELS[name].specialize(*args, want)()
         got = np.zeros((m, 7), np.float32)
         width(3)
         calls = []
         real = threads.parallel_for
         monkeypatch.setattr(threads, "parallel_for", lambda n, fn, **kw: (calls.append(n), real(n, fn, **kw)))
-        KERNELS[name].specialize(*args, got)()
+        with np.errstate(all="ignore"):
+            KERNELS[name].specialize(*args, got)()
         monkeypatch.setattr(threads, "parallel_for", real)
         assert calls == [7 if m == 1 else m], name  # split by columns for one row, else by rows
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)

@@ -275,6 +275,10 @@ class _Worker:
         threading.Thread(target=self._loop, name="pterun-worker", daemon=True).start()
 
     def _loop(self) -> None:
+        from pterun._fpstate import quiet  # NumPy is loaded by the time an operation splits
+
+        quiet()  # for good: this thread only runs parts of pterun's operations, whose floating-point errors are
+        # part of a model's numbers, as on the calling thread during ``execute`` (no warning on stderr)
         while True:
             self._go.acquire()
             fn, lo, hi = self._job
