@@ -212,7 +212,7 @@ class LiteRTPlan:
         for (_, t, _), a in zip(self.inputs, x):
             view = wr.tensor(wr, t, k)
             pin.append((view, a.array.reshape(view.shape)))  # a 0-D scalar for a [1] value: see execute
-        pout = tuple((a.array, wr.tensor(wr, t, k)) for (_, t), a in zip(self.outputs, y))
+        pout = tuple((a.array, self._views[t]()) for (_, t), a in zip(self.outputs, y))
         self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout)
 
     def _resize(self, t: int, shape: tuple) -> None:
