@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 from fixtures_util import FIXTURES
@@ -87,6 +88,21 @@ def test_random_ops_draw_from_the_generator_they_are_given():
     assert not hasattr(random, "seed")  # no module generator
     out, mask = _call("aten::native_dropout.out", np.full(1000, 2.0, np.float32), 0.25, None, None, None)
     assert 0.6 < mask.mean() < 0.9 and set(np.unique(out)) <= {0.0, 2.0}  # kept values are not rescaled
+
+
+class _NearOne:
+    """A generator whose draws all round to 1.0 in every float type narrower than float64."""
+
+    def random(self, size):
+        return np.full(size, 1 - 2.0 ** -40)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, "bfloat16"])
+def test_rand_never_reaches_one_in_a_narrow_float_type(dtype):
+    dtype = np.dtype(ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    got = KERNELS["aten::rand.out"].fn((5,), np.empty(5, dtype), rng=_NearOne())
+    assert got.dtype == dtype and got.astype(np.float64).max() < 1
+    assert np.array_equal(got, np.full(5, np.nextafter(dtype.type(1), dtype.type(0))))  # the largest below 1
 
 
 def test_topk_orders_ties_by_index():

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pterun.kernels._common import is_floating
 from pterun.kernels.registry import register
 
 
@@ -28,7 +29,12 @@ def rand_out(size, out, *, rng=None):
     """rand.out(SymInt[] size, *, Tensor(a!) out) -> Tensor(a!)"""
     x = _generator(rng).random(tuple(size))
     # rounding to a narrow float type can reach 1.0; keep the [0, 1) contract of the output
-    return np.minimum(x.astype(out.dtype), np.nextafter(np.array(1.0, out.dtype), 0)) if out.dtype.kind == "f" else x
+    if not is_floating(out.dtype):
+        return x
+    # both arguments of out's type (bfloat16 included): NumPy 1.x makes nextafter(float16 1.0, Python 0) a float64,
+    # which rounds back to 1.0 in float16
+    t = out.dtype.type
+    return np.minimum(x.astype(out.dtype), np.nextafter(t(1), t(0)))
 
 
 @register("aten::randn.out", random=True)
