@@ -174,6 +174,31 @@ def test_outputs_read_through_an_alias_are_not_folded(monkeypatch):
     assert "aten::permute_copy.out" in names and "aten::expand_copy.out" not in names
 
 
+def test_an_output_written_again_through_another_value_before_it_is_read_is_not_folded():
+    """Two values, one buffer: after mlp.pte's first permute, a ``neg`` writes a second value laid over the permute's
+    output bytes; the matrix product then reads the permute's output, which holds the negated weight. Folding the
+    permute would leave that product reading the un-negated constant."""
+    from pterun.format.program import TENSOR, KernelCall
+
+    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    plan = program._plan("forward")
+    _, _, (_, _, out, _) = plan.chains[0][0]
+    assert plan.operators[plan.chains[0][0].op_index] == "aten::permute_copy.out"
+    alias = len(plan.values)
+    values = list(plan.values) + [(TENSOR, plan.values[out][1])]  # the same description: the same bytes
+    chain = [plan.chains[0][0], KernelCall(len(plan.operators), (out, alias, alias))] + plan.chains[0][1:]
+    changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain],
+                            plan.operators + ["aten::neg.out"], plan.delegates, plan.buffer_sizes)
+    x = load_calls("mlp")[0]["inputs"]
+    folded = MethodRunner(program._pf, changed, shared_arenas={}, fold=True)
+    unfolded = MethodRunner(program._pf, changed, shared_arenas={}, fold=False)
+    assert 0 not in [pc for _, pc, _ in folded.folded] and folded.folded  # the other permutes still fold
+    want = _run(unfolded, x)[0]
+    np.testing.assert_allclose(_run(folded, x)[0], want, rtol=1e-6, atol=1e-6)
+    plain = _run(MethodRunner(program._pf, plan, shared_arenas={}, fold=False), x)[0]
+    assert np.abs(plain - want).max() > 1e-3  # the negated weight does change the outputs
+
+
 def test_programs_with_jumps_are_not_folded(monkeypatch):
     assert not _load("cond", fold=True, monkeypatch=monkeypatch)._runner.folded
 

@@ -208,6 +208,7 @@ class Folder:
             if d.memory_id is None:
                 continue
             lo, hi = d.memory_offset, d.memory_offset + d.nbytes
+            mine = fp.reads.get(j, ())
             for k in slots[(starts < hi) & (ends > lo)].tolist():
                 if k in written:
                     continue
@@ -215,6 +216,9 @@ class Folder:
                 r, w = bisect.bisect_right(rd, at), bisect.bisect_right(wr, at)
                 if r < len(rd) and (w == len(wr) or wr[w] >= rd[r]):
                     return False  # read after the instruction without being written in between
+                if w < len(wr) and mine and mine[-1] > wr[w]:
+                    return False  # written through another value while the output is still read: it would
+                    # read what that write left, which the folded constant no longer shows
         return True
 
 
