@@ -15,6 +15,7 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
 from pterun.format.program import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
+from pterun.interp.access import SharedBytes
 from pterun.interp.merge import Absorbed, DelegatePart
 from pterun.interp.tensor import Tensor
 from xnn_payloads import Graph, out_tensor, tensor
@@ -29,6 +30,11 @@ RNG = np.random.default_rng(7)
 def default_settings(monkeypatch):
     monkeypatch.delenv("PTERUN_ENGINE", raising=False)
     monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
+
+
+def _merge_graphs(parts, graphs, outside, tensors):
+    """merge_graphs over tensors that share no bytes but where the test says so."""
+    return merge_graphs(parts, graphs, outside, tensors, SharedBytes(tensors))
 
 
 # -- graphs: x + y -> mean over the last dim -> * w ------------------------------------------------------------
@@ -58,7 +64,7 @@ def _merged(read_outside=(13,), mul_in=(2, 3, 1)):
     parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": (2,), "keepdim": True}),
              DelegatePart(1, (11, 12, 13)))
     tensors = _slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 12: (2, 3, 5), 13: (2, 3, 5)})
-    return merge_graphs(parts, graphs, lambda s: s in read_outside, tensors)
+    return _merge_graphs(parts, graphs, lambda s: s in read_outside, tensors)
 
 
 def _run(plan, args_shapes, inputs):
@@ -90,7 +96,7 @@ def test_a_small_program_constant_becomes_part_of_the_merged_graph(engine):
     w = RNG.standard_normal((2, 3, 5)).astype(np.float32)
     tensors[12] = tensor(w)
     tensors[12].freeze(tensors[12].array.copy())  # read-only, as the program's constants are
-    graph, args = merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+    graph, args = _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
     assert args == (1, 2, 13)  # w is no input: it is in the graph
     (const,) = [v for v in graph.values.values() if v.data is not None]
     assert np.array_equal(np.frombuffer(const.data, np.float32).reshape(2, 3, 5), w)
@@ -103,7 +109,7 @@ def test_a_small_program_constant_becomes_part_of_the_merged_graph(engine):
     (got,) = _run(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5)], [x, y])
     np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
     tensors[12] = tensor(w)  # writable: it could change between calls, so it stays an input
-    assert merge_graphs(parts, graphs, lambda s: s == 13, tensors)[1] == (1, 2, 12, 13)
+    assert _merge_graphs(parts, graphs, lambda s: s == 13, tensors)[1] == (1, 2, 12, 13)
 
 
 def _reference(x, y, w):
@@ -197,8 +203,12 @@ def test_merging_is_off_by_variable_for_the_numpy_engine_and_overridden_by_the_r
 
 # -- finding runs on a synthetic plan ---------------------------------------------------------------------------
 class _Plan:
-    def __init__(self, chains, operators, outputs=()):
-        self.chains, self.operators, self.outputs = chains, operators, outputs
+    """The parts of an ExecutionPlan the merge reads: ``values`` as (tag, description) pairs, where the synthetic
+    tensors here have no description (no memory id: none holds shared state)."""
+
+    def __init__(self, chains, operators, outputs=(), inputs=(), tags=()):
+        self.chains, self.operators, self.outputs, self.inputs = chains, operators, outputs, inputs
+        self.values = [(tag, None) for tag in tags]
 
 
 def _mean_values():
@@ -210,12 +220,17 @@ def _mean_values():
     return values, tags
 
 
-def _find(chains, outputs=(), volatile=(), later=None, values=None):
+def _find(chains, outputs=(), volatile=(), later=None, values=None, delegate_outputs=lambda i: frozenset({1})):
+    """Runs of the synthetic plan, and ``outside``. Each test delegate writes its second argument, unless
+    ``delegate_outputs`` says otherwise (None: not known)."""
+    from pterun.interp.access import Accesses
     from pterun.interp.merge import find_runs, slots_read_outside
     values, tags = values or _mean_values()
-    plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs)
-    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True, later)
-    return runs, slots_read_outside(plan, tags, values)
+    plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs, tags=tags)
+    acc = Accesses(plan, values, tags, delegate_outputs=delegate_outputs)
+    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True, later,
+                     acc)
+    return runs, slots_read_outside(plan, tags, values, acc)
 
 
 def _add_later(ins):
@@ -329,7 +344,7 @@ def _rope_like_parts(t_max=4):
 @pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
 def test_views_slices_and_squeezes_join_a_merged_graph_at_every_run_time_size(engine):
     parts, graphs, tensors = _rope_like_parts()
-    graph, args = merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+    graph, args = _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
     assert args == (1, 2, 3, 14)
     assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "StaticSlice", "StaticReshape", "Multiply"]
     assert graph.nodes[1].new_shape == [1, 0, 4, 2] and graph.nodes[3].new_shape == [1, 0, 4]  # 0: the run-time dim
@@ -351,7 +366,7 @@ def test_a_squeeze_or_slice_is_not_merged_where_the_dim_that_changes_is_unknown(
     # without the view, the slice reads the first delegate's output: which of its dims changes is not known
     parts = (parts[0], Absorbed("slice", (10,), (12,), {"dim": 2, "start": 1, "end": 2}), parts[4])
     with pytest.raises(CannotMerge, match=r"slice of \[1, 4, 8\]: which dims change at run time is not known"):
-        merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+        _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
 
 
 def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
@@ -359,7 +374,7 @@ def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
     tensors[13] = out_tensor((1, 2, 8), np.float32, capacity=(1, 2, 8))  # a program that says otherwise
     with pytest.raises(CannotMerge, match=r"squeeze of \[1, 4, 4, 1\] gives \[1, 4, 4\], the program's tensor "
                                           r"has \[1, 2, 8\]"):
-        merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+        _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
 
 
 def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
@@ -381,7 +396,7 @@ def test_a_reshape_read_outside_is_an_output_of_the_merged_graph_and_a_view_is_n
     parts, graphs, tensors = _rope_like_parts()
     reshape = parts[1]._replace(op="reshape")
     for first, outputs in ((parts[1], (14,)), (reshape, (11, 14))):
-        _, args = merge_graphs((parts[0], first) + parts[2:], graphs, lambda s: s in (11, 14), tensors)
+        _, args = _merge_graphs((parts[0], first) + parts[2:], graphs, lambda s: s in (11, 14), tensors)
         assert args[3:] == outputs  # the view's slot 11 is the replayed view's to bind, not the graph's to write
 
 
@@ -444,3 +459,118 @@ def test_load_dims_litert_refuses_fall_back_to_the_declared_ones():
     x = RNG.standard_normal((2, 6, 4), np.float32)
     (got,) = _run(plan, [(2, 6, 4), (2, 3, 8)], [x])
     assert np.array_equal(got, x.reshape(2, 3, 8))
+
+
+# -- two values, one buffer ----------------------------------------------------------------------------------------
+def _aliased_pair(shift_bytes=0):
+    """Delegate 0 writes slot 10 ([2, 16, 1, 1]); delegate 1 reads slot 11 ([2, 16]) laid over the same bytes, as
+    ExecuTorch 0.6 and 1.0 leave a flatten between two delegates: nothing but two values at one offset. With
+    ``shift_bytes``, slot 11 starts that far into slot 10's memory (an overlap that is no reshape)."""
+    g0 = Graph()
+    a, b, o = g0.input([2, 16, 1, 1]), g0.input([2, 16, 1, 1]), g0.output([2, 16, 1, 1])
+    g0.node("Add", input1_id=a, input2_id=b, output_id=o)
+    g1 = Graph()
+    x, w, o = g1.input([2, 16]), g1.input([2, 16]), g1.output([2, 16])
+    g1.node("Multiply", input1_id=x, input2_id=w, output_id=o)
+    graphs = {0: G.Graph.read(*g0.blob()), 1: G.Graph.read(*g1.blob())}
+    parts = (DelegatePart(0, (1, 2, 10)), DelegatePart(1, (11, 12, 13)))
+    tensors = _slots({1: (2, 16, 1, 1), 2: (2, 16, 1, 1), 10: (2, 16, 1, 1), 12: (2, 16), 13: (2, 16)})
+    arena = np.zeros(128 + shift_bytes, np.uint8)
+    tensors[10] = Tensor(np.dtype(np.float32), (2, 16, 1, 1), (0, 1, 2, 3), arena[:128])
+    tensors[11] = Tensor(np.dtype(np.float32), (2, 16), (0, 1), arena[shift_bytes:shift_bytes + 128])
+    return parts, graphs, tensors
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_a_read_of_bytes_an_earlier_part_wrote_through_another_value_joins_it_through_a_reshape(engine):
+    parts, graphs, tensors = _aliased_pair()
+    graph, args = _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+    assert args == (1, 2, 12, 13)  # slot 11 is no input: its bytes are what the first part wrote
+    assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "Multiply"]
+    add, reshape, mul = graph.nodes
+    assert reshape.input_id == add.output_id and reshape.new_shape == [2, 16] and mul.input1_id == reshape.output_id
+    x, y = RNG.standard_normal((2, 16, 1, 1), np.float32), RNG.standard_normal((2, 16, 1, 1), np.float32)
+    w = RNG.standard_normal((2, 16), np.float32)
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1)
+    (got,) = _run(plan, [(2, 16, 1, 1), (2, 16, 1, 1), (2, 16), (2, 16)], [x, y, w])
+    np.testing.assert_allclose(got, (x + y).reshape(2, 16) * w, rtol=1e-6, atol=1e-6)
+
+
+def test_a_read_of_bytes_an_earlier_part_wrote_in_part_is_not_merged():
+    parts, graphs, tensors = _aliased_pair(shift_bytes=64)
+    with pytest.raises(CannotMerge, match=r"slot 11 reads memory that slot 10 wrote in part"):
+        _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+
+
+def test_a_read_of_bytes_through_another_dtype_is_not_merged():
+    parts, graphs, tensors = _aliased_pair()
+    arena = tensors[10].storage
+    tensors[11] = Tensor(np.dtype(np.int32), (2, 16), (0, 1), arena)  # same bytes, read as int32
+    with pytest.raises(CannotMerge, match=r"slot 11 reads the bytes slot 10 wrote, as another value"):
+        _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+
+
+def test_a_value_whose_bytes_are_read_after_the_run_through_another_value_is_an_output():
+    """Slot 1 is written by the first call and read by nothing by name; slot 6 lies over its bytes and an add after
+    the run reads it: the merged call must write slot 1 to memory."""
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), KernelCall(1, (6, 7, 11, 8))]]  # add.out(6, 7) -> 8
+    values, tags = _mean_values()
+    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
+    assert not outside(run, 1)  # nothing reads its bytes after the run
+    values[6] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)  # one buffer, two values
+    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
+    assert outside(run, 1) and not outside(run, 0)
+    # written again before the add reads it: the bytes the run left are not read
+    chains[0].insert(2, KernelCall(1, (3, 4, 11, 6)))
+    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
+    assert not outside(run, 1)
+
+
+def test_a_dynamic_write_covers_its_own_readers_but_not_the_bytes_others_read():
+    from pterun.format.program import DelegateCall, KernelCall
+    values, tags = _mean_values()
+    # slot 6 is dynamic (a write may cover only part of it), slot 9 static, both over slot 1's bytes
+    values[6] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage, dynamic=True)
+    values[9] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)
+    chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), KernelCall(1, (3, 4, 11, 6)),
+               KernelCall(1, (6, 9, 11, 8))]]
+    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
+    assert outside(run, 1)  # slot 9 is read with only a write of the dynamic slot 6 between
+    chains[0][3] = KernelCall(1, (6, 6, 11, 8))
+    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
+    assert not outside(run, 1)  # the only reader reads slot 6, which the add wrote
+
+
+def test_a_deferred_instruction_is_not_moved_past_a_call_whose_outputs_are_not_known():
+    """Where a backend does not say which arguments a delegate writes, every argument counts as read and none as
+    written, so the deferral that needs the second call's output to stay out of memory is refused."""
+    from pterun.format.program import DelegateCall, KernelCall
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
+    values, tags = _mean_values()
+    values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)
+    (run,), _ = _find(chains, later=_add_later, values=(values, tags))
+    assert run.deferred == (1,)
+    assert _find(chains, later=_add_later, values=(values, tags), delegate_outputs=lambda i: None)[0] == []
+
+
+def test_an_instruction_writing_a_list_is_not_deferred_past_a_call_reading_a_member():
+    """A split writes a tensor list; the next delegate call reads one of its members: the split must run before it
+    (ExecuTorch 0.6 and 1.0 leave a transformer block's q/k/v split between two delegates this way)."""
+    from pterun.format.program import TENSOR_LIST, DelegateCall, KernelCall
+    values, tags = _mean_values()
+    values.append((3, 4))  # slot 15: a list of slots 3 and 4
+    tags.append(TENSOR_LIST)
+
+    def split_later(ins):  # reads its input, writes the list
+        return {ins.args[0]}, {ins.args[1]}
+
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 15)), DelegateCall(1, (4, 5))]]
+    assert _find(chains, outputs=(5,), later=split_later, values=(values, tags))[0] == []
+    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 15)), DelegateCall(1, (6, 5))]]  # reads no member
+    (run,), _ = _find(chains, outputs=(5, 3, 4), later=split_later, values=(values, tags))
+    assert run.deferred == (1,)

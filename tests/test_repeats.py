@@ -120,3 +120,52 @@ def test_merged_delegate_programs_read_the_position_once(name):
     assert len(plain.steps) - len(m.steps) == 6
     x = [np.array([[1, 2, 3]], np.int64), np.array([0], np.int64)]
     np.testing.assert_allclose(m.execute(x)[0], plain.execute(x)[0], rtol=0, atol=1e-6)
+
+
+def _desc(d, **changes):
+    from pterun.format.program import TensorDesc
+    return TensorDesc(**{n: changes.get(n, getattr(d, n)) for n in TensorDesc.__slots__})
+
+
+def test_a_write_through_another_value_over_the_inputs_bytes_keeps_the_later_reads():
+    """Two values, one buffer: a second value laid over the position input's bytes is written after the first read;
+    later reads may then see other bytes, so they run."""
+    from pterun.format.program import TENSOR, KernelCall
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    chain = plan.chains[0]
+    reads = _scalar_reads(plan)
+    src = chain[reads[1] - 1].args[0]
+    alias = len(plan.values)
+    # the exporter leaves inputs unplanned; here the input lies in the arena, past everything else, and so does
+    # the second value
+    end = plan.buffer_sizes[1]
+    planned = _desc(plan.values[src][1], memory_id=1, memory_offset=end)
+    sizes = (plan.buffer_sizes[0], end + planned.nbytes, *plan.buffer_sizes[2:])
+    values = list(plan.values) + [(TENSOR, planned)]
+    values[src] = (TENSOR, planned)
+    neg = KernelCall(len(plan.operators), (src, alias, alias))  # writes -input_pos over input_pos's bytes
+    changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs,
+                            [chain[:reads[1] + 1] + [neg] + chain[reads[1] + 1:]], plan.operators + ["aten::neg.out"],
+                            plan.delegates, sizes)
+    assert _repeats(changed) == (frozenset(), {})
+    later = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain + [neg]],
+                          plan.operators + ["aten::neg.out"], plan.delegates, sizes)
+    assert _repeats(later) == _repeats(plan)  # after the last read: nothing to tell
+
+
+def test_a_repeat_whose_tensor_bytes_are_read_through_another_value_is_kept():
+    from pterun.format.program import TENSOR, KernelCall
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    chain = plan.chains[0]
+    _, fan_out = _repeats(plan)
+    (first, repeats), = fan_out.items()
+    q, _ = repeats[-1]
+    t = chain[q].args[0]  # the 0-D tensor the last repeat reads
+    alias, out = len(plan.values), len(plan.values) + 1
+    values = list(plan.values) + [(TENSOR, plan.values[t][1]),
+                                  (TENSOR, _desc(plan.values[t][1], memory_id=None, memory_offset=0))]
+    neg = KernelCall(len(plan.operators), (alias, out, out))  # reads the select's bytes through another value
+    changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain[:q + 1] + [neg] + chain[q + 1:]],
+                            plan.operators + ["aten::neg.out"], plan.delegates, plan.buffer_sizes)
+    skip, fan_out2 = _repeats(changed)
+    assert [r for r, _ in fan_out2[first]] == [r for r, _ in repeats[:-1]] and q not in skip

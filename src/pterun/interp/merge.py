@@ -28,6 +28,7 @@ import numpy as np
 
 from pterun.format.program import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
                                    MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
+from pterun.interp.access import Accesses, After, storage_span, view_roots
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "slots_read_outside"]
@@ -162,7 +163,8 @@ _FORMS = {
 
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
-              absorbs: Callable[[str, Absorbed], bool], later: Callable | None = None) -> list[Run]:
+              absorbs: Callable[[str, Absorbed], bool], later: Callable | None = None,
+              acc: Accesses | None = None) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend. ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbs(backend, absorbed)`` says whether it can run an operator.
 
@@ -172,10 +174,14 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     run reads or writes what it writes or writes what it reads, and none of the memory it touches is memory the
     merged call writes for anything later in the run. An absorbed ``view`` whose result is read outside the run
     is deferred too (it is replayed after the call: a view costs nothing but its binding).
+
+    What is read outside the run is worked out by bytes (``acc``, made here when not given): a slot the run writes
+    is read outside when any value over its bytes is read after the merged call before they are overwritten.
     """
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
-    root = _view_roots(plan)
+    root = view_roots(plan)
+    acc = acc if acc is not None else Accesses(plan, values, tags)
     span = _spans(values)
     runs = []
     for ci, chain in enumerate(plan.chains):
@@ -205,7 +211,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
                 elif nxt.kind != FREE_CALL:
                     break
                 j += 1
-            run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span)
+            run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc)
             if run is None:
                 pc += 1
                 continue
@@ -214,7 +220,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     return runs
 
 
-def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span) -> Run | None:
+def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc) -> Run | None:
     """The longest prefix of ``items`` that ends on a delegate call, holds two or more, and whose deferred
     instructions may run after the merged call; None when there is none. The run is cut before the first
     element a deferred instruction may not move past, and settled again (what is read outside changes)."""
@@ -226,13 +232,16 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span)
         start, stop = items[0][0], items[-1][0] + 1
         deferred = {pc for pc, p in items if p is None}
 
-        def outside(slot: int) -> bool:
+        def named_outside(slot: int) -> bool:
             return slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred
                                           for c, pc in uses.get(slot, ()))
 
         for pc, p in reversed(items):  # a view read outside is replayed (later views first: views of views)
-            if isinstance(p, Absorbed) and p.op == "view" and outside(p.outputs[0]):
+            if isinstance(p, Absorbed) and p.op == "view" and named_outside(p.outputs[0]):
                 deferred.add(pc)
+
+        def outside(slot: int, deferred=frozenset(deferred)) -> bool:
+            return _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot)
         bad = _first_conflict(items, deferred, chain, values, root, later, outside, span)
         if bad is None:
             parts = tuple(p for _, p in items if p is not None)
@@ -266,7 +275,7 @@ def _first_conflict(items, deferred, chain, values, root, later, outside, span) 
         if p is None:
             reads, writes = later(chain[pc])
             reads = {root.get(s, s) for s in _expand(reads, values)}
-            writes = {root.get(s, s) for s in writes}
+            writes = {root.get(s, s) for s in _expand(writes, values)}  # a list out: its members
         else:  # a replayed view writes only its own binding
             reads, writes = slots(pc), set()
         mine_w, mine_rw = spans(writes), spans(reads | writes)
@@ -296,17 +305,7 @@ def _spans(values: list) -> Callable[[int], tuple | None]:
     def span(slot: int):
         if slot not in known:
             v = values[slot] if 0 <= slot < len(values) else None
-            st = v.storage if isinstance(v, Tensor) else None
-            if st is None or not st.size:
-                known[slot] = None
-            else:
-                lo = hi = st.__array_interface__["data"][0]
-                for n, step in zip(st.shape, st.strides):
-                    if step < 0:
-                        lo += (n - 1) * step
-                    else:
-                        hi += (n - 1) * step
-                known[slot] = (lo, hi + st.itemsize)
+            known[slot] = storage_span(v) if isinstance(v, Tensor) else None
         return known[slot]
     return span
 
@@ -319,17 +318,6 @@ def _expand(args, values) -> list:
         if 0 <= a < len(values) and isinstance(values[a], tuple):
             out.extend(j for j in values[a] if isinstance(j, int) and 0 <= j < len(values))
     return out
-
-
-def _view_roots(plan) -> dict:
-    """slot -> the slot whose memory it aliases, through chains of ``et_view`` (the only aliasing operator)."""
-    root = {}
-    for chain in plan.chains:
-        for ins in chain:
-            if ins.kind == KERNEL_CALL and plan.operators[ins.op_index] == "executorch_prim::et_view.default" \
-                    and len(ins.args) >= 3:
-                root[ins.args[2]] = root.get(ins.args[0], ins.args[0])
-    return root
 
 
 def _uses(plan, tags: list, values: list) -> dict:
@@ -358,16 +346,35 @@ def _uses(plan, tags: list, values: list) -> dict:
     return uses
 
 
-def slots_read_outside(plan, tags: list, values: list) -> Callable[[Run, int], bool]:
+def _read_outside(uses: dict, outputs: set, acc: Accesses, ci: int, start: int, stop: int, deferred, slot: int) \
+        -> bool:
+    """Whether anything but the merged call of the run ``start..stop-1`` of chain ``ci`` can read ``slot``: by name
+    (an instruction outside the run or deferred past its call, in any chain, or the caller as a method output), or
+    through another value over the same bytes before they are overwritten (deferred instructions, the rest of the
+    chain, the outputs, the next call up to the run)."""
+    if slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred for c, pc in uses.get(slot, ())):
+        return True
+    if not acc.shared.overlapping(slot):
+        return False
+    # what the run writes after ``slot`` reaches memory after it (the merged call writes its outputs in run order),
+    # and a slot read by name outside the run is one of those outputs: reading it reads its own value. A deferred
+    # instruction that came before the write sees memory as it was then (find_runs keeps the writes after it from
+    # reaching what it touches), so only those after it can read these bytes.
+    last = acc.last_write(slot, ci, start, stop, deferred)
+    last = start - 1 if last is None else last
+    again = acc.written_in(ci, last + 1, stop, deferred)
+    after = After(len(acc.plan.chains[ci]), stop, first=sorted(d for d in deferred if d > last), until=start)
+    return acc.bytes_read(slot, ci, after, others_only=True, written=again)
+
+
+def slots_read_outside(plan, tags: list, values: list, acc: Accesses | None = None) -> Callable[[Run, int], bool]:
     """``outside(run, slot)``: whether anything but ``run``'s merged call can read ``slot`` (an instruction outside
     the run or deferred past its call, in any chain, directly or through a list, or the caller as a method
-    output)."""
+    output), by name or through another value laid over the same bytes (:func:`_read_outside`)."""
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
+    acc = acc if acc is not None else Accesses(plan, values, tags)
 
     def outside(run: Run, slot: int) -> bool:
-        if slot in outputs:
-            return True
-        return any(c != run.chain or not run.start <= pc < run.stop or pc in run.deferred
-                   for c, pc in uses.get(slot, ()))
+        return _read_outside(uses, outputs, acc, run.chain, run.start, run.stop, frozenset(run.deferred), slot)
     return outside

@@ -32,13 +32,14 @@ from pterun.errors import DelegateError, InvalidProgramError, KernelError, NotSu
     PterunError
 from pterun.format.program import (DELEGATE_CALL, DYNAMIC_UNBOUND, INT_LIST, KERNEL_CALL, TENSOR, ExecutionPlan,
                                    ProgramFile)
+from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.binding import Binder
 from pterun.interp.fold import Folder
 from pterun.interp.loop import run_chains
 from pterun.interp.memory import Memory
 from pterun.interp.merge import DelegatePart, find_runs, slots_read_outside
 from pterun.interp.observe import Event, run_observed
-from pterun.interp.steps import StepBuilder, find_volatile, kernels_for, written_slots
+from pterun.interp.steps import StepBuilder, find_volatile
 from pterun.interp.tensor import Tensor
 
 #: Executed-instruction ceiling for programs with jumps (ExecuTorch's ET_MAX_INSTRUCTIONS).
@@ -83,6 +84,7 @@ class MethodRunner:
         self.absorbed: set = set()  # (chain, instruction) of every instruction a merged call runs
         self._finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
         self._calls: dict[int, list] = {}  # delegate index -> the argument slots of each of its DelegateCalls
+        self._accesses = None  # made on first use (self.accesses)
         for c in plan.chains:
             for ins in c:
                 if ins.kind == DELEGATE_CALL:
@@ -191,11 +193,12 @@ class MethodRunner:
             left = {args[m] for m in kernel.unwritten if m < len(args)}  # out placeholders it never touches
             return set(args) - left, set(written_slots(kernel, args)) - left
 
+        acc = self.accesses()
         runs = find_runs(plan, self.values, self.tags, self.volatile, merger, lambda b, op: BACKENDS[b].absorbs(op),
-                         later)
+                         later, acc)
         if not runs:
             return
-        outside = slots_read_outside(plan, self.tags, self.values)
+        outside = slots_read_outside(plan, self.tags, self.values, acc)
         for run in runs:
             indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
             n = self.num_threads if self.num_threads is not None else threads.process_num_threads()
@@ -203,7 +206,8 @@ class MethodRunner:
                                   self.dynamic_sizes, finish=self._finish)
             try:
                 blobs = {i: self.pf.delegate_blob(plan.delegates[i]) for i in indices}
-                got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values)
+                got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), self.values,
+                                                  acc.shared)
             except Exception as e:  # the delegates then load one by one, and report their own errors
                 logger().debug("%s: delegates %s not merged: %s: %s", self.where, indices, type(e).__name__, e)
                 continue
@@ -214,6 +218,27 @@ class MethodRunner:
             self.absorbed.update((run.chain, pc) for pc in range(run.start, run.stop))  # deferred ones included
             for i in indices:
                 self.executors[i] = ex
+
+    def accesses(self) -> Accesses:
+        """What each instruction reads and writes, by slot and by byte (pterun.interp.access), made once, before
+        anything is folded: two values may be one buffer, so the passes that skip or move what an instruction
+        writes follow its bytes, through what each delegate writes (its backend says, where it can)."""
+        if self._accesses is None:
+            self._accesses = Accesses(self.plan, self.values, self.tags, delegate_outputs=self._delegate_outputs)
+        return self._accesses
+
+    def _delegate_outputs(self, i: int) -> frozenset | None:
+        """The DelegateCall arguments delegate ``i`` writes, from its backend; None where that is not known."""
+        if not 0 <= i < len(self.plan.delegates):
+            return None
+        name = self.plan.delegates[i].backend_id
+        backend = BACKENDS.get(name) if name in BACKENDS else None
+        if backend is None or not hasattr(backend, "outputs"):
+            return None
+        try:
+            return backend.outputs(self.pf.delegate_blob(self.plan.delegates[i]))
+        except Exception:  # noqa: BLE001  (unknown: every argument counts as read; the backend's init reports)
+            return None
 
     def _dynamic_sizes(self) -> frozenset:
         """The upper bounds of the dims the method's dynamic tensor inputs may vary in: each dynamic input's largest

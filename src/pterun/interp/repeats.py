@@ -8,10 +8,11 @@ nothing writes, so they give the same number. :func:`find_repeats` finds them at
 other pairs leave no step behind.
 
 A pair is a repeat only where nothing can tell: the tensor it reads is a method input that no instruction
-writes (so it is never computed at load, and the first read always runs as a step); its
-``select_copy`` has fixed ``dim`` and ``index`` and is the only writer of a 0-D tensor that only its
-``_local_scalar_dense`` reads; that scalar slot has no other writer and nothing reads it before the pair would
-have run. Methods with more than one chain or with jumps are left alone.
+writes, by name or, between the two reads, through another value over its bytes (so it is never computed at
+load, the first read always runs as a step, and both read the same bytes); its ``select_copy`` has fixed ``dim``
+and ``index`` and is the only writer of a 0-D tensor that only its ``_local_scalar_dense`` reads, by name or
+through another value over its bytes; that scalar slot has no other writer and nothing reads it before the pair
+would have run. Methods with more than one chain or with jumps are left alone.
 
 Example::
 
@@ -23,6 +24,7 @@ Example::
 from __future__ import annotations
 
 from pterun.format.program import DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR
+from pterun.interp.access import Accesses, After, kernels_for, written_slots
 from pterun.interp.merge import const_int
 
 __all__ = ["find_repeats"]
@@ -31,10 +33,12 @@ SELECT = "aten::select_copy.int_out"
 SCALAR = "aten::_local_scalar_dense"
 
 
-def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozenset, dict]:
+def find_repeats(plan, values: list, tags: list, volatile: set, acc: Accesses | None = None) \
+        -> tuple[frozenset, dict]:
     """(instructions to leave out, {instruction of a first scalar read: ((instruction, scalar slot) of each
     repeat of it, ...)}) for the method's only chain; nothing when the method has another chain or a jump. The
-    first read's result is copied to each repeat's scalar slot."""
+    first read's result is copied to each repeat's scalar slot. ``acc`` tells what reads and writes each value's
+    bytes (made here when not given, knowing nothing of what delegates write)."""
     if len(plan.chains) != 1 or any(ins.kind == JUMP_FALSE_CALL for ins in plan.chains[0]):
         return frozenset(), {}
     chain = plan.chains[0]
@@ -42,6 +46,10 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
         return frozenset(), {}
     reads, writes = _reads_and_writes(plan, chain, values)
     outputs, inputs = set(plan.outputs), set(plan.inputs)
+    acc = acc if acc is not None else Accesses(plan, values, tags)  # two values may be one buffer: bytes too
+
+    def clobbered(src: int, lo: int, hi: int) -> bool:  # something may write ``src``'s bytes between lo and hi
+        return any(lo < pc < hi for k in acc.shared.overlapping(src) for pc in writes.get(k, ()))
 
     def only(slot: int, pc: int) -> bool:  # ``pc`` is the only instruction naming ``slot`` as written
         return writes.get(slot) == [pc]
@@ -72,9 +80,13 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
         out = scalar.args[1]
         if tags[out] != INT or not only(out, q) or any(r < q for r in reads.get(out, ()) if r != q):
             continue
+        if acc.bytes_read(t, 0, After(len(chain), pc + 1), others_only=True):
+            continue  # another value over the 0-D tensor's bytes reads what this select writes there
         if key not in first:
             first[key] = q
             continue
+        if clobbered(src, first[key], q):
+            continue  # the input's bytes may have changed since the first read
         fan_out.setdefault(first[key], []).append((q, out))
         skip.update((pc, q))
     return frozenset(skip), {q: tuple(pairs) for q, pairs in fan_out.items()}
@@ -83,8 +95,6 @@ def find_repeats(plan, values: list, tags: list, volatile: set) -> tuple[frozens
 def _reads_and_writes(plan, chain, values) -> tuple[dict, dict]:
     """slot -> instructions reading it, slot -> instructions that may write it (out arguments and return slots of
     kernels, every argument of a delegate call, a move's target), list members included."""
-    from pterun.interp.steps import kernels_for, written_slots
-
     kernels = kernels_for(chain)
     reads: dict[int, list] = {}
     writes: dict[int, list] = {}

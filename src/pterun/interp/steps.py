@@ -15,6 +15,7 @@ import numpy as np
 
 from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL,
                                    MOVE_CALL, STATIC, TAG_NAMES, TENSOR, ExecutionPlan)
+from pterun.interp.access import kernels_for, written_slots
 from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry
 from pterun.interp.loop import JumpFalse
@@ -58,7 +59,7 @@ class StepBuilder:
         self.repeats = (frozenset(), {})  # pterun.interp.repeats.find_repeats, when folding is on
         if folder is not None:
             from pterun.interp.repeats import find_repeats
-            self.repeats = find_repeats(self.plan, self.values, self.tags, self.volatile)
+            self.repeats = find_repeats(self.plan, self.values, self.tags, self.volatile, runner.accesses())
 
     def generator(self):
         """The method's random generator (``Runtime(seed=)``), made on first use."""
@@ -293,26 +294,6 @@ def _fanned_out(step, values: list, slot: int, copies: tuple):
         for c in copies:
             values[c] = v
     return run
-
-
-def kernels_for(chain) -> dict:
-    """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
-    method that calls a kernel (a program that is all delegate calls never needs it)."""
-    if not any(ins.kind == KERNEL_CALL for ins in chain):
-        return {}
-    from pterun.kernels import KERNELS
-    return KERNELS
-
-
-def written_slots(kernel, args: tuple) -> tuple:
-    """The value slots a KernelCall writes: its out (``!``) arguments and return slot; a raw kernel's last one."""
-    if kernel.raw:
-        return args[-1:]
-    n = len(kernel.schema.args)
-    out = [args[m] for m in kernel.schema.mutable if m < len(args)]
-    if len(args) == n + 1:
-        out.append(args[-1])
-    return tuple(dict.fromkeys(out))  # an out variant's return slot is usually its out argument
 
 
 def _delegate_outputs(executor, args: tuple) -> tuple:

@@ -175,16 +175,23 @@ class XnnpackBackend:
         return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
                     getattr(ctx, "num_threads", None), dims, _batch(ctx))
 
+    def outputs(self, blob: np.ndarray) -> frozenset[int] | None:
+        """The DelegateCall arguments a payload writes (its graph's external outputs), None when unreadable."""
+        from pterun.delegates.xnnpack.payload import external_outputs
+
+        return external_outputs(blob)
+
     def absorbs(self, op) -> bool:
         """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`)."""
         from pterun.delegates.xnnpack.merge import absorbs
 
         return absorbs(op)
 
-    def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list):
+    def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):
         """One LiteRT executor for a run of delegate calls (:mod:`pterun.interp.merge`), or None: the run's graphs
         do not join, or LiteRT cannot take the merged graph (the engine is ``"numpy"``, LiteRT is missing, a node
-        it lacks). Returns (executor, the merged call's argument slots)."""
+        it lacks). ``shared`` says which slots lie over the same bytes (:func:`.merge.merge_graphs`). Returns
+        (executor, the merged call's argument slots)."""
         from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
 
         if ctx.engine == "numpy":
@@ -196,7 +203,7 @@ class XnnpackBackend:
                 if getattr(p, "delegate_index", None) == i:
                     _check_external_values(g, tuple(getattr(tensors[a], "capacity", None) for a in p.args))
         try:
-            graph, args = merge_graphs(parts, graphs, outside, tensors)
+            graph, args = merge_graphs(parts, graphs, outside, tensors, shared)
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None

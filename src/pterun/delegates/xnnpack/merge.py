@@ -48,15 +48,26 @@ def _id_fields(fields: dict) -> list:
     return [k for k in fields if k.endswith("_id")]
 
 
-def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: list) -> tuple[G.Graph, tuple]:
+def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: list, shared) \
+        -> tuple[G.Graph, tuple]:
     """(merged graph, the merged call's argument slots: inputs, then outputs).
 
     ``parts`` are the run's DelegateParts and Absorbed operators in order; ``graphs[delegate_index]`` each
-    delegate's graph; ``outside(slot)`` whether anything but the run reads a slot; ``tensors[slot]`` the method's
-    tensors (for the dims of what an absorbed operator writes)."""
+    delegate's graph; ``outside(slot)`` whether anything but the run reads a slot (by name or through a value over
+    the same bytes); ``tensors[slot]`` the method's tensors (for the dims of what an absorbed operator writes);
+    ``shared`` says which slots lie over the same bytes (``overlapping(slot)``, ``same(a, b)``:
+    :class:`pterun.interp.access.SharedBytes`).
+
+    Two values may be one buffer: a part that reads a slot whose bytes an earlier part of the run wrote through
+    another slot reads what that part wrote. Where the two slots are exactly the same bytes holding the same
+    float32 elements (a flatten that exists only in the memory plan), the read joins the written value through a
+    reshape; any other overlap raises :class:`CannotMerge`."""
     values: dict[int, G.Value] = {}
     nodes: list[G.Node] = []
     current: dict[int, int] = {}  # slot -> merged value id holding what the run last wrote there
+    seq = 0  # counts the run's writes, in order
+    set_at: dict[int, int] = {}  # slot -> the count when ``current[slot]`` was set
+    wrote_at: dict[int, int] = {}  # slot -> the count when the run last wrote its bytes (views write none)
     # merged value id -> which of its dims the run-time size decides (known where an absorbed view made it)
     runtime_dims: dict[int, tuple] = {}
     inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
@@ -71,6 +82,9 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     def read(slot: int, v: G.Value) -> int:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
         src = current.get(slot)
+        last = max(((wrote_at[k], k) for k in shared.overlapping(slot) if k in wrote_at), default=None)
+        if last is not None and (src is None or last[0] > set_at[slot]):
+            src = _alias(slot, last[1], v)  # an earlier part wrote these bytes through another slot
         if src is None and slot in constants:
             src = constants[slot]
             if tuple(values[src].dims) != tuple(v.dims) or values[src].datatype != v.datatype:
@@ -93,9 +107,37 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
             raise CannotMerge(f"slot {slot}: dims {list(have.dims)} meet {list(v.dims)}")
         return src
 
+    def bind(slot: int, vid: int, wrote: bool) -> None:
+        nonlocal seq
+        seq += 1
+        current[slot], set_at[slot] = vid, seq
+        if wrote:
+            wrote_at[slot] = seq
+
     def write(slot: int, vid: int) -> None:
-        current[slot] = vid
+        bind(slot, vid, True)
         written.append((vid, slot))
+
+    def _alias(slot: int, other: int, v: G.Value) -> int:
+        """The value a read of ``slot`` sees where the run last wrote its bytes through ``other``."""
+        src = current[other]
+        have, t, u = values[src], tensors[slot], tensors[other]
+        if not shared.same(slot, other):
+            raise CannotMerge(f"slot {slot} reads memory that slot {other} wrote in part ({u!r} over {t!r})")
+        if have.datatype != G.FP32 or have.quant is not None or have.dq_datatype or v.datatype != G.FP32 or \
+                v.quant is not None or v.dq_datatype or getattr(t, "dynamic", True) or getattr(u, "dynamic", True) or \
+                math.prod(have.dims) != math.prod(v.dims) or not _plain(t) or not _plain(u) or \
+                getattr(t, "dtype", None) != np.float32 or getattr(u, "dtype", None) != np.float32:
+            raise CannotMerge(f"slot {slot} reads the bytes slot {other} wrote, as another value "
+                              f"({have.describe()} read as {v.describe()})")
+        if tuple(have.dims) == tuple(v.dims):
+            return src
+        vid = add(G.Value(0, G.FP32, tuple(v.dims), None, 0, None, None))
+        nodes.append(G.Node(len(nodes), _KIND["StaticReshape"], "StaticReshape",
+                            {"num_dims": len(v.dims), "new_shape": list(v.dims), "flags": 0, "input_id": src,
+                             "output_id": vid}, -math.inf, math.inf, None))
+        bind(slot, vid, False)
+        return vid
 
     for part in parts:
         if hasattr(part, "delegate_index"):
@@ -130,7 +172,7 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
             if dyn is not None:
                 runtime_dims[vid] = dyn
             if part.op == "view":
-                current[out] = vid  # never written to memory: the view, where read outside, is replayed
+                bind(out, vid, False)  # never written to memory: the view, where read outside, is replayed
             else:
                 write(out, vid)
 
@@ -152,6 +194,13 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
 #: Program constants up to this size that a merged graph reads (RMSNorm weights, an epsilon) become constants of
 #: the graph, copied in, instead of inputs set on every call.
 SMALL_CONSTANT = 64 << 10
+
+
+def _plain(t) -> bool:
+    """Whether a tensor's elements lie in its bytes in plain row-major order (so the same bytes, read with other dims,
+    are a reshape)."""
+    order = tuple(getattr(t, "dim_order", (None,)))
+    return order == tuple(range(len(order)))
 
 
 def _small_constant(t, v: G.Value):

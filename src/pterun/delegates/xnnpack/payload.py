@@ -189,6 +189,27 @@ def split_blob(blob: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return blob[fb_off : fb_off + fb_size], blob[c_off : c_off + c_size]
 
 
+def external_outputs(blob: np.ndarray) -> frozenset[int] | None:
+    """The external ids of a payload's output values (the DelegateCall arguments the delegate writes), read from
+    the value table alone; None when the payload cannot be read that far (:func:`read_graph` then says why)."""
+    try:
+        fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
+        if bytes(fb[4:8]) not in (b"XN00", b"XN01"):
+            return None
+        root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
+        out = set()
+        for xv in root.tables(8, "XValue"):
+            tag, u = xv.union(4, 6, "XValue payload")
+            tv = u if tag == 1 else u.table(4, "XNNTensorValue") if tag == 2 and u is not None else None
+            if tv is None:
+                return None
+            if tv.u32(14) & VALUE_EXTERNAL_OUTPUT:
+                out.add(tv.u32(12))
+        return frozenset(out)
+    except (PterunError, struct.error, IndexError, OverflowError, ValueError, AttributeError):
+        return None
+
+
 def read_graph(blob: np.ndarray, named_data: Callable[[str], np.ndarray]) -> Graph:
     """Parse and validate a whole payload; constant data comes back as read-only uint8 views."""
     fb, const_region = split_blob(np.asarray(blob, dtype=np.uint8))

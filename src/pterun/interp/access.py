@@ -1,0 +1,310 @@
+"""What each instruction reads and overwrites, by value slot and by byte.
+
+Two values may be one buffer. The memory plan lays values over the same arena bytes on purpose (ExecuTorch 0.6
+and 1.0 leave a flatten between two delegates as nothing but two values at one offset) and to reuse the memory of
+a value nobody reads any more. A pass that merges, skips, defers or caches what an instruction writes must know
+whether those bytes are read later through *any* value: :class:`SharedBytes` says which tensor slots meet in
+memory, and :class:`Accesses` which instructions read each slot and which overwrite it whole, so that
+:meth:`Accesses.bytes_read` can follow the bytes one slot holds through the instructions that run next.
+
+Example::
+
+    >>> acc = Accesses(plan, values, tags)                        # doctest: +SKIP
+    >>> acc.shared.overlapping(2)                                 # doctest: +SKIP
+    (3,)
+    >>> acc.bytes_read(2, 0, After(len(plan.chains[0]), resume=5))  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from pterun.format.program import (DELEGATE_CALL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, OPT_TENSOR_LIST,
+                                   TENSOR, TENSOR_LIST)
+from pterun.interp.tensor import Tensor
+
+__all__ = ["Accesses", "After", "SharedBytes", "kernels_for", "storage_span", "view_roots", "written_slots"]
+
+def kernels_for(chain) -> dict:
+    """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
+    method that calls a kernel (a program that is all delegate calls never needs it)."""
+    if not any(ins.kind == KERNEL_CALL for ins in chain):
+        return {}
+    from pterun.kernels import KERNELS
+    return KERNELS
+
+
+def written_slots(kernel, args: tuple) -> tuple:
+    """The value slots a KernelCall writes: its out (``!``) arguments and return slot; a raw kernel's last one."""
+    if kernel.raw:
+        return args[-1:]
+    n = len(kernel.schema.args)
+    out = [args[m] for m in kernel.schema.mutable if m < len(args)]
+    if len(args) == n + 1:
+        out.append(args[-1])
+    return tuple(dict.fromkeys(out))  # an out variant's return slot is usually its out argument
+
+
+VIEW = "executorch_prim::et_view.default"
+
+
+def view_roots(plan) -> dict:
+    """slot -> the slot whose memory it aliases, through chains of ``et_view`` (the only aliasing operator)."""
+    root = {}
+    for chain in plan.chains:
+        for ins in chain:
+            if ins.kind == KERNEL_CALL and 0 <= ins.op_index < len(plan.operators) and \
+                    plan.operators[ins.op_index] == VIEW and len(ins.args) >= 3:
+                root[ins.args[2]] = root.get(ins.args[0], ins.args[0])
+    return root
+
+
+def storage_span(t) -> tuple[int, int] | None:
+    """The [start, end) addresses of a tensor's storage (the bytes it may ever use), None when it has none."""
+    st = getattr(t, "storage", None)
+    if st is None or not st.size:
+        return None
+    lo = hi = st.__array_interface__["data"][0]
+    for n, step in zip(st.shape, st.strides):
+        if step < 0:
+            lo += (n - 1) * step
+        else:
+            hi += (n - 1) * step
+    return lo, hi + st.itemsize
+
+
+class SharedBytes:
+    """Which tensor slots of a loaded method lie over the same bytes (worked out from the live tensors' storage, so
+    arenas, shared arenas, constants and external data are one address space). ``roots`` maps the result of a view
+    (``et_view``, which points its result at its input's memory when it runs) to the slot whose memory it is."""
+
+    def __init__(self, values: list, roots: dict | None = None):
+        roots = roots or {}
+        own = {i: storage_span(v) for i, v in enumerate(values) if isinstance(v, Tensor)}
+        spans = [(i, own.get(roots.get(i, i))) for i in own]
+        spans = [(i, s) for i, s in spans if s is not None]
+        self._span = dict(spans)
+        self._slots = np.array([i for i, _ in spans], np.int64)
+        self._lo = np.array([s[0] for _, s in spans], np.int64)
+        self._hi = np.array([s[1] for _, s in spans], np.int64)
+        self._over: dict[int, tuple] = {}
+
+    def span(self, slot: int) -> tuple[int, int] | None:
+        """The [start, end) addresses of ``slot``'s storage, None for anything but a tensor with bytes."""
+        return self._span.get(slot)
+
+    def overlapping(self, slot: int) -> tuple[int, ...]:
+        """The other tensor slots whose storage meets ``slot``'s (empty for anything but a tensor with bytes)."""
+        got = self._over.get(slot)
+        if got is None:
+            s = self._span.get(slot)
+            if s is None:
+                got = ()
+            else:
+                hit = self._slots[(self._lo < s[1]) & (self._hi > s[0])]
+                got = tuple(int(k) for k in hit if k != slot)
+            self._over[slot] = got
+        return got
+
+    def same(self, a: int, b: int) -> bool:
+        """Whether two slots' storage is exactly the same bytes."""
+        s = self._span.get(a)
+        return s is not None and s == self._span.get(b)
+
+
+class Accesses:
+    """Per instruction of each chain: the tensor slots it may read, those it certainly writes, and those it
+    certainly overwrites whole.
+
+    Reading is counted on the cautious side: every argument of a raw kernel, a move, an in-place update
+    (``self!``) or a delegate call whose outputs its backend does not say (``delegate_outputs``). Writing only where
+    it is certain: the out arguments of a kernel with a schema, and the outputs a backend names. A write covers the
+    elements of the tensor's current shape (what its readers read); it overwrites the tensor's bytes whole only for
+    a static tensor. List arguments count with their members.
+
+    ``delegate_outputs(delegate_index)`` gives the positions of a DelegateCall's arguments that the delegate writes,
+    or None where that is not known.
+    """
+
+    def __init__(self, plan, values: list, tags: list, shared: SharedBytes | None = None,
+                 delegate_outputs: Callable[[int], frozenset | None] | None = None):
+        self.plan, self.values, self.tags = plan, values, tags
+        self.roots = view_roots(plan)
+        self.shared = shared if shared is not None else SharedBytes(values, self.roots)
+        self.outputs = frozenset(plan.outputs)
+        self.inputs = frozenset(plan.inputs)
+        self._delegate_outputs = delegate_outputs or (lambda i: None)
+        # slot -> [(chain, pc)] reading it / certainly writing it, ascending
+        self.read_at: dict[int, list] = {}
+        self.write_at: dict[int, list] = {}
+        self.writes_of: list[list[frozenset]] = []  # per chain, per pc: the slots it certainly writes
+        kernels = kernels_for(ins for c in plan.chains for ins in c)
+        for ci, chain in enumerate(plan.chains):
+            self.writes_of.append([])
+            for pc, ins in enumerate(chain):
+                reads, writes = self._of(ins, kernels)
+                roots = self.roots
+                if roots:
+                    through = {k for k in writes if k in roots}
+                    reads = {roots.get(k, k) for k in reads} | {roots[k] for k in through}
+                    writes = writes - through
+                for k in reads:
+                    self.read_at.setdefault(k, []).append((ci, pc))
+                for k in writes:
+                    self.write_at.setdefault(k, []).append((ci, pc))
+                self.writes_of[ci].append(frozenset(writes))
+
+    def last_write(self, slot: int, ci: int, start: int, stop: int, skip=frozenset()) -> int | None:
+        """The last pc in ``start..stop-1`` of chain ``ci`` (``skip`` left out) that certainly writes ``slot``."""
+        got = [pc for c, pc in self.write_at.get(slot, ()) if c == ci and start <= pc < stop and pc not in skip]
+        return max(got, default=None)
+
+    def written_in(self, ci: int, start: int, stop: int, skip=frozenset()) -> set:
+        """The slots that instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write."""
+        of = self.writes_of[ci]
+        return {k for pc in range(max(start, 0), min(stop, len(of))) if pc not in skip for k in of[pc]}
+
+    def _whole(self, slot: int) -> bool:
+        """Whether a write of ``slot`` overwrites all its bytes (a static tensor's writer writes every element)."""
+        v = self.values[slot]
+        return self.tags[slot] == TENSOR and isinstance(v, Tensor) and not v.dynamic
+
+    def _members(self, slot: int) -> list:
+        if not 0 <= slot < len(self.values):
+            return []
+        out = [slot]
+        if self.tags[slot] in (TENSOR_LIST, OPT_TENSOR_LIST) and isinstance(self.values[slot], tuple):
+            out.extend(j for j in self.values[slot] if isinstance(j, int) and 0 <= j < len(self.values))
+        return out
+
+    def _of(self, ins, kernels) -> tuple[set, set]:
+        """(slots the instruction may read, tensor slots it certainly writes)."""
+        kind = ins.kind
+        if kind == MOVE_CALL:
+            return set(self._members(ins.move_from)) | set(self._members(ins.move_to)), set()
+        if kind == JUMP_FALSE_CALL:
+            return set(self._members(ins.cond_value_index)), set()
+        if kind == DELEGATE_CALL:
+            outs = self._delegate_outputs(ins.delegate_index)
+            args = tuple(ins.args)
+            if outs is None:
+                return {j for a in args for j in self._members(a)}, set()
+            reads = {j for k, a in enumerate(args) if k not in outs for j in self._members(a)}
+            return reads, {j for k, a in enumerate(args) if k in outs for j in self._members(a)
+                           if self.tags[j] == TENSOR} - reads
+        if kind != KERNEL_CALL:
+            return set(), set()
+        args = tuple(ins.args)
+        name = self.plan.operators[ins.op_index] if 0 <= ins.op_index < len(self.plan.operators) else None
+        if name == VIEW:
+            return set(), set()  # a binding: the result is the input's memory (see ``roots``)
+        kernel = kernels.get(name)
+        if kernel is None or kernel.raw:
+            return {j for a in args for j in self._members(a)}, set()
+        left = set(kernel.unwritten)  # out placeholders the kernel never touches
+        reads, writes = set(), set()
+        for pos, (arg, vi) in enumerate(zip(kernel.schema.args, args)):
+            if pos in left:
+                continue
+            members = self._members(vi)
+            if arg.mutable and arg.kwarg_only:
+                writes.update(j for j in members if self.tags[j] == TENSOR)
+            else:
+                reads.update(members)  # an input, or an in-place update (self!) that reads what it writes
+        return reads, writes - reads
+
+    def bytes_read(self, slot: int, ci: int, after: After, others_only: bool = False, written=frozenset()) -> bool:
+        """Whether the bytes ``slot`` holds at some point of chain ``ci`` are read before they are all overwritten,
+        when what runs next is ``after``. Reads through any slot over those bytes count (``others_only``: through
+        other slots only), and so do the caller's reads of the method outputs, any other chain's use, and state
+        that other methods share (memory ids >= 2); a read of a slot written since then (or in ``written``, slots
+        already written again since that point) reads what that write left (its current shape's elements), not
+        these bytes."""
+        shared = self.shared
+        span = shared.span(slot)
+        if span is None:
+            return False
+        group = (slot,) + shared.overlapping(slot)
+        if others_only and len(group) == 1:
+            return False
+        plan = self.plan
+        for k in group:
+            if others_only and k == slot:
+                continue
+            d = plan.values[k][1] if 0 <= k < len(plan.values) else None
+            if getattr(d, "memory_id", None) is not None and d.memory_id >= 2:
+                return True  # state other methods may read
+            if any(c != ci for c, _ in self.read_at.get(k, ())) or any(c != ci for c, _ in self.write_at.get(k, ())):
+                return True  # another chain: no order between them is known here
+        position = after.position
+        events = []  # (position, 0: read / 1: written, slot); an instruction reads before it writes
+        for k in group:
+            if not (others_only and k == slot):
+                events.extend((q, 0, k) for q in map(position, (pc for _, pc in self.read_at.get(k, ())))
+                              if q is not None)
+                if k in self.outputs:
+                    events.append((after.outputs_at, 0, k))
+            events.extend((q, 1, k) for q in map(position, (pc for _, pc in self.write_at.get(k, ())))
+                          if q is not None)
+            if k in self.inputs and after.inputs_at is not None and self.tags[k] == TENSOR:
+                events.append((after.inputs_at, 1, k))
+        live, written = [span], set(written)
+        for _, what, k in sorted(events):
+            s = shared.span(k)
+            if what == 0:
+                if k not in written and any(lo < s[1] and s[0] < hi for lo, hi in live):
+                    return True
+            else:
+                written.add(k)
+                if self._whole(k):
+                    live = _subtract(live, s)
+                    if not live:
+                        return False
+        return False
+
+
+class After:
+    """What runs after a point of a chain of ``n`` instructions, in order: the pcs ``first``, then ``resume`` up to
+    the end of the chain, then the caller reads the outputs; with ``wrap``, the next call then writes its inputs
+    and runs the chain from its start up to ``until``. ``skip``: pcs that do not run at all. ``position(pc)``
+    gives an instruction's place in that order, None where it does not run."""
+
+    __slots__ = ("first", "resume", "n", "until", "skip", "outputs_at", "inputs_at", "_first")
+
+    def __init__(self, n: int, resume: int, first=(), wrap: bool = True, until: int | None = None, skip=()):
+        self.n, self.resume, self.first = n, resume, tuple(first)
+        self._first = {pc: k for k, pc in enumerate(self.first)}
+        self.skip = frozenset(skip) | frozenset(self.first)
+        self.until = (resume if until is None else until) if wrap else 0
+        base = len(self.first) + max(n - resume, 0)
+        self.outputs_at = base
+        self.inputs_at = base + 1 if wrap else None
+
+    def position(self, pc: int) -> int | None:
+        k = self._first.get(pc)
+        if k is not None:
+            return k
+        if pc in self.skip:
+            return None
+        if pc >= self.resume:
+            return len(self.first) + pc - self.resume if pc < self.n else None
+        if pc < self.until:
+            return self.outputs_at + 2 + pc
+        return None
+
+
+def _subtract(ranges: list, cut: tuple) -> list:
+    """``ranges`` (disjoint [start, end) pairs) less ``cut``."""
+    out = []
+    for lo, hi in ranges:
+        if cut[1] <= lo or hi <= cut[0]:
+            out.append((lo, hi))
+            continue
+        if lo < cut[0]:
+            out.append((lo, cut[0]))
+        if cut[1] < hi:
+            out.append((cut[1], hi))
+    return out
