@@ -27,8 +27,13 @@ def portable_fixture_names() -> list[str]:
 
 
 def load_calls(name: str) -> list[dict]:
+    """The recorded calls of ``FIXTURES/NAME.npz``, in order (:func:`load_calls_from`)."""
+    return load_calls_from(FIXTURES / f"{name}.npz")
+
+
+def load_calls_from(path) -> list[dict]:
     """The recorded calls, in order: ``{"method", "inputs": [...], "outputs": [...]}`` with values decoded."""
-    with np.load(FIXTURES / f"{name}.npz", allow_pickle=False) as z:
+    with np.load(path, allow_pickle=False) as z:
         manifest = json.loads(str(z["__manifest__"]))
         arrays = {k: z[k] for k in z.files if k != "__manifest__"}
 
@@ -70,6 +75,51 @@ def assert_matches(actual, expected, where: str, rtol_scale: float = 1e-4) -> No
     else:
         assert type(actual) is type(expected), f"{where}: type {type(actual).__name__} != {type(expected).__name__}"
         assert actual == expected, f"{where}: {actual!r} != {expected!r}"
+
+
+def output_bounds(program, method: str) -> list[tuple[str, float]]:
+    """The README's accuracy bound for each output of ``method`` of a loaded ``program``: ``("abs", one
+    quantization step)`` for an output an XNNPACK delegate dequantizes from static int8; ``("rel", 1e-3)`` of the
+    output's scale where the method's delegates quantize activations dynamically or hold fp16 values; ``("rel",
+    1e-4)`` otherwise."""
+    from pterun.delegates.xnnpack import payload as P
+    from pterun.format.program import DELEGATE_CALL
+
+    pf = program.file
+    plan = pf.plan(pf.plan_index(method))
+    graphs, quantized, steps = {}, False, {}
+    for chain in plan.chains:
+        for ins in chain:
+            if ins.kind != DELEGATE_CALL:
+                continue
+            g = graphs.get(ins.delegate_index)
+            if g is None:
+                blob = pf.delegate_blob(plan.delegates[ins.delegate_index])
+                g = graphs[ins.delegate_index] = P.read_graph(blob, program.named_data)
+            quantized |= any(v.datatype in (P.QDINT8, P.FP16) or v.dq_datatype for v in g.values.values())
+            for ext, slot in enumerate(ins.args):
+                val = next((v for v in g.values.values() if v.external_id == ext and v.flags & P.VALUE_EXTERNAL_OUTPUT),
+                           None)
+                producer = val and next((n for n in g.nodes if n.fields.get("output_id") == val.id), None)
+                if producer is not None and producer.name == "Convert":
+                    src = g.values[producer.input_id]
+                    if src.datatype in (P.QINT8, P.QUINT8):
+                        steps[slot] = src.quant.scale * 1.001
+    rel = 1e-3 if quantized else 1e-4
+    return [("abs", steps[o]) if o in steps else ("rel", rel) for o in plan.outputs]
+
+
+def check_bound(got, want, bound: tuple[str, float], where: str) -> None:
+    """``got`` against ``want`` within ``bound`` (:func:`output_bounds`): shape, dtype, then values."""
+    kind, value = bound
+    if kind == "abs" and isinstance(want, np.ndarray) and want.dtype.kind == "f":
+        assert isinstance(got, np.ndarray), f"{where}: expected an ndarray, got {type(got).__name__}"
+        assert got.shape == want.shape and got.dtype == want.dtype, f"{where}: {got.dtype}{list(got.shape)} " \
+                                                                    f"!= expected {want.dtype}{list(want.shape)}"
+        err = float(np.abs(got.astype(np.float64) - want).max(initial=0))
+        assert err <= value, f"{where}: max error {err:.3g} is more than one quantization step {value:.3g}"
+    else:
+        assert_matches(got, want, where, rtol_scale=value)
 
 
 def mlp_with_randn(program):

@@ -13,7 +13,7 @@ import platform
 
 import numpy as np
 import pytest
-from fixtures_util import FIXTURES, assert_matches, load_calls
+from fixtures_util import FIXTURES, check_bound, load_calls
 
 from pterun.delegates.xnnpack import load
 from pterun.delegates.xnnpack import payload as P
@@ -86,13 +86,7 @@ def _tolerance(name: str, graph: P.Graph, ext: int) -> tuple[str, float]:
 
 
 def _check(got: np.ndarray, want: np.ndarray, tol: tuple[str, float], where: str) -> None:
-    kind, value = tol
-    if kind == "abs" and want.dtype.kind == "f":
-        assert got.shape == want.shape and got.dtype == want.dtype, where
-        err = np.abs(got.astype(np.float64) - want).max(initial=0)
-        assert err <= value, f"{where}: max error {err:.3g} is more than one quantization step {value:.3g}"
-    else:
-        assert_matches(got, want, where, rtol_scale=value)
+    check_bound(got, want, tol, where)
 
 
 def _single_call_args(pf, plan, call) -> tuple[list, list]:

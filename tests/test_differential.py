@@ -1,0 +1,131 @@
+"""The differential guard: every committed program gives the reference runtime's numbers under every engine and
+every load option that changes the plan (delegate merging, constant folding), within the accuracy policy.
+
+Two values may be one buffer, and a load pass that gets that wrong gives wrong numbers without an error; so do
+other pass bugs. Each (program, engine, merge, fold) is its own test, so a failure names the program and the
+option that changes the numbers, whichever fixture shows it. The bounds are the README's "Accuracy" policy:
+``1e-4`` of the output's scale for float outputs, ``1e-3`` where a method has dynamically quantized activations
+or fp16 values, one quantization step for an output an XNNPACK delegate dequantizes from static int8; an LLM's
+logits as ``test_llm.py`` bounds them. The release matrix (``test_releases.py``) runs every release's files the
+same way.
+
+Example: ``.venv/bin/python -m pytest -q tests/test_differential.py -k "xnn_transformer and merge"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fixtures_util import FIXTURES, check_bound, load_calls_from, needs, output_bounds
+from pterun import Runtime
+from pterun.format.program import DELEGATE_CALL, read_program
+
+#: committed programs that are not a reference to match, and why
+NOT_REFERENCES = {
+    "bundled_bad.bpte": "its expected outputs are wrong on purpose (test_bundled.py checks that they fail)",
+}
+#: an LLM's logits against ExecuTorch's (test_llm.py's bounds)
+LLM_LOGIT_TOL = {"kv_8da4w": 1e-3}
+
+
+def _programs() -> list[str]:
+    """Every committed program with recorded outputs, as a path relative to the fixtures folder."""
+    found = []
+    for p in sorted(FIXTURES.rglob("*")):
+        rel = p.relative_to(FIXTURES).as_posix()
+        if rel.startswith("releases/") or p.name in NOT_REFERENCES:
+            continue  # the release matrix runs its own files through every configuration (test_releases.py)
+        if p.suffix == ".bpte" or (p.suffix == ".pte" and p.with_suffix(".npz").exists()):
+            found.append(rel)
+    return found
+
+
+def _has_delegates(path) -> bool:
+    data = path.read_bytes()
+    if path.suffix == ".bpte":
+        from pterun.format.bundled import read_bundled
+        data = read_bundled(data, path.name).program
+    pf = read_program(data, path.name)
+    return any(ins.kind == DELEGATE_CALL for h in pf.plan_headers for c in pf.plan(h.index).chains for ins in c)
+
+
+def _configs() -> list:
+    """(program, engine, merge, fold) for every program; engine and merging only where a program has delegates."""
+    out = []
+    for rel in _programs():
+        delegated = _has_delegates(FIXTURES / rel)
+        for engine in ("numpy", "auto") if delegated else ("numpy",):
+            for merge in (True, False) if delegated else (False,):
+                for fold in (True, False):
+                    out.append(pytest.param(rel, engine, merge, fold, id=f"{rel}-{engine}-"
+                                            f"{'merge' if merge else 'nomerge'}-{'fold' if fold else 'nofold'}"))
+    return out
+
+
+def _runtime(engine: str, merge: bool, fold: bool, delegated: bool) -> Runtime:
+    if engine == "auto" and delegated:
+        needs("ai_edge_litert")  # without LiteRT "auto" is the NumPy engine: nothing new to test
+    return Runtime(engine=engine, merge_delegates=merge, fold=fold)
+
+
+@pytest.mark.parametrize("rel, engine, merge, fold", _configs())
+def test_every_program_gives_the_reference_numbers_under_every_load_option(rel, engine, merge, fold):
+    path = FIXTURES / rel
+    rt = _runtime(engine, merge, fold, _has_delegates(path))
+    where = f"{rel} (engine={engine}, merge_delegates={merge}, fold={fold})"
+    if path.suffix == ".bpte":  # its test cases hold the expected outputs
+        bundled = rt.load_bundled_program(path)
+        results = bundled.check_all(rtol=1e-4, atol=1e-5)
+        failed = [(r.method, r.case) for r in results if not r.passed]
+        assert results and not failed, f"{where}: test cases {failed} fail"
+        return
+    if rel.startswith("llm/"):
+        _check_llm(path, rt, where)
+        return
+    ptd = path.with_suffix(".ptd")
+    program = rt.load_program(path, data_path=ptd if ptd.exists() else None)
+    methods, bounds = {}, {}
+    calls = load_calls_from(path.with_suffix(".npz"))
+    assert calls, f"{where}: no recorded calls"
+    for k, call in enumerate(calls):
+        name = call["method"]
+        if name not in methods:
+            methods[name] = program.load_method(name)
+            bounds[name] = output_bounds(program, name)
+        outputs = methods[name].execute(call["inputs"])
+        assert len(outputs) == len(call["outputs"]), f"{where} call {k}: {len(outputs)} outputs"
+        for j, (got, want) in enumerate(zip(outputs, call["outputs"])):
+            check_bound(got, want, bounds[name][j], f"{where} call {k} ({name}) output {j}")
+
+
+def _check_llm(path, rt: Runtime, where: str) -> None:
+    """Prompt 0 and the recorded decode steps: the logits against ExecuTorch's, as test_llm.py bounds them."""
+    with np.load(path.with_suffix(".npz")) as z:
+        prompt, generated, logits = z["p0_prompt"].tolist(), z["p0_generated"], z["p0_logits"]
+    program = rt.load_program(path)
+    kv = bool(program.load_method("use_kv_cache").execute([])[0])
+    forward = program.load_method("forward").execute
+    tol = LLM_LOGIT_TOL.get(path.stem, 1e-4)
+    seq = list(prompt)
+    out = forward([np.array([seq]), np.array([0])] if kv else [np.array([seq])])[0]
+    for step, want in enumerate(logits):
+        got = out.reshape(-1, out.shape[-1])[-1]
+        err = np.abs(got - want).max() / np.abs(want).max()
+        assert err <= tol, f"{where} step {step}: logits {err:.2e} of scale from ExecuTorch's, above {tol:.0e}"
+        seq.append(int(generated[step]))
+        out = forward([np.array([seq[-1:]]), np.array([len(seq) - 1])] if kv else [np.array([seq])])[0]
+
+
+def test_the_guard_covers_every_committed_program():
+    """A program added to the fixtures is guarded without a list to update, and each delegated one under all eight
+    configurations."""
+    programs = _programs()
+    assert {"xnn_transformer.pte", "xnn_qint8_cnn.pte", "mlp.pte", "llm/kv_xnn.pte", "bundled.bpte",
+            "zoo/litert_graphs.pte", "ext_mlp.pte"} <= set(programs)
+    every = {p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.pte")
+             if not p.relative_to(FIXTURES).as_posix().startswith("releases/")}
+    assert every <= set(programs), f"programs without recorded outputs: {sorted(every - set(programs))}"
+    configs = _configs()
+    assert sum(1 for c in configs if c.values[0] == "xnn_transformer.pte") == 8
+    assert sum(1 for c in configs if c.values[0] == "mlp.pte") == 2
