@@ -29,6 +29,7 @@ from pterun.format import dtypes
 from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
                                    read_program)
 from pterun.format.ptd import PtdFile, read_ptd
+from pterun.convert import check_dtype, import_torch, to_host_array, torch_output
 from pterun.interp.method import MethodRunner
 
 if TYPE_CHECKING:
@@ -65,15 +66,6 @@ def _resolve_engine(*choices) -> str:
             raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {why} "
                                 "(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
     return engine
-
-
-def _import_torch():
-    try:
-        import torch  # noqa: PLC0415  (only behind tensor_output="torch")
-    except ImportError as e:
-        raise ImportError("tensor_output='torch' needs PyTorch, which is not installed; install torch or use "
-                          "tensor_output='numpy'") from e
-    return torch
 
 
 class BackendRegistry:
@@ -408,7 +400,7 @@ class Program:
         self._external = external
         self._keepalive = keepalive
         self._tensor_output = tensor_output
-        self._torch = _import_torch() if tensor_output == "torch" else None
+        self._torch = import_torch() if tensor_output == "torch" else None
         self._methods: dict[str, Method] = {}
         self._shared_arenas: dict = {}
         self._lock = threading.Lock()
@@ -486,69 +478,6 @@ class Program:
         return f"Program({self._pf.name!r}, methods={sorted(self.method_names)}, tensor_output={self._tensor_output!r})"
 
 
-def _to_host_array(x, i: int) -> np.ndarray:
-    """Anything execute() takes as a tensor -> a NumPy array on the host. Whatever the object's own
-    ``__dlpack__``, ``.cpu()``, ``.get()`` or ``__array__`` raises, the caller gets InvalidArgumentError naming the
-    input, with that exception chained."""
-    if isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, (bool, int, float, complex, np.generic)) or x is None:
-        raise InvalidArgumentError(f"input {i}: expected a tensor (a NumPy array or DLPack/buffer object), "
-                                   f"got {type(x).__name__} {x!r}")
-    what = "its attributes"  # even hasattr() runs the object's own __getattr__
-    try:
-        if hasattr(x, "__dlpack__"):
-            what = "DLPack"
-            arr = _from_dlpack(x, i)
-        elif hasattr(x, "__array__"):
-            what = "__array__"
-            arr = np.asarray(x)
-        else:
-            what = "the buffer protocol"
-            try:
-                view = memoryview(x)
-            except TypeError:
-                raise InvalidArgumentError(f"input {i}: expected a NumPy array, a DLPack-exporting tensor or a "
-                                           f"buffer, got {type(x).__name__}") from None
-            arr = np.asarray(view)
-    except PterunError:
-        raise
-    except Exception as e:  # the object's own conversion failed: any exception at all, chained
-        raise InvalidArgumentError(f"input {i}: converting the {type(x).__name__} through {what} failed: "
-                                   f"{type(e).__name__}: {e}") from e
-    if not isinstance(arr, np.ndarray):
-        raise InvalidArgumentError(f"input {i}: {type(x).__name__} converted through {what} to "
-                                   f"{type(arr).__name__}, not an array")
-    return arr
-
-
-def _from_dlpack(x, i: int) -> np.ndarray:
-    """A host array from a DLPack exporter (a device tensor is copied); InvalidArgumentError, with the first
-    refusal chained, when it offers no way."""
-    src = x.detach() if hasattr(x, "detach") else x
-    refusal = None
-    for kwargs in ({}, {"device": "cpu", "copy": True}):
-        try:
-            return np.from_dlpack(src, **kwargs)
-        except (BufferError, TypeError, ValueError, RuntimeError) as e:
-            refusal = refusal or e
-    if hasattr(src, "get"):  # CuPy and friends
-        return np.asarray(src.get())
-    if hasattr(src, "cpu"):
-        return np.from_dlpack(src.cpu())
-    raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack "
-                               f"({type(refusal).__name__}: {refusal})") from refusal
-
-
-def _check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:
-    """An input whose dtype differs from the method's: byte order alone is fine (the copy into the method's
-    tensor swaps it); anything else is refused, never cast."""
-    if arr.dtype.kind == want.kind and arr.dtype.itemsize == want.itemsize and arr.dtype.newbyteorder("=") == want:
-        return arr
-    got = arr.dtype.name if arr.dtype.isnative else f"{arr.dtype.name} ({arr.dtype.str})"
-    raise InvalidArgumentError(f"input {i}: expected dtype {want.name}, got {got} (pterun never casts inputs)")
-
-
 class Method:
     """One loaded method. Call :meth:`execute`; read :attr:`metadata`."""
 
@@ -562,7 +491,7 @@ class Method:
                              for tag, desc in (plan.values[i] for i in plan.inputs)]
         self._lock = program._lock if runner.uses_shared_arenas else runner.lock
         torch = program._torch
-        self._wrap = (lambda a: torch.from_numpy(a)) if torch is not None else None
+        self._wrap = torch_output(torch) if torch is not None else None
 
     @property
     def metadata(self) -> MethodMeta:
@@ -590,9 +519,9 @@ class Method:
         out = []
         for i, ((tag, desc, want), x) in enumerate(zip(specs, inputs)):
             if tag == TENSOR:
-                arr = x if type(x) is np.ndarray else _to_host_array(x, i)
+                arr = x if type(x) is np.ndarray else to_host_array(x, i)
                 if arr.dtype != want:
-                    arr = _check_dtype(arr, want, i)
+                    arr = check_dtype(arr, want, i)
                 shape = arr.shape
                 if len(shape) != len(desc.sizes):
                     raise InvalidArgumentError(f"input {i}: expected rank {len(desc.sizes)} with shape "
