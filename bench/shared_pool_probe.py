@@ -16,13 +16,14 @@ them to wake; the line per gap gives the time with the gaps taken out.
 It translates each delegate with pterun's translator, joins the TFLite models into one (a subgraph and a
 signature per graph), and times invoking them in order with a small NumPy step between, as a decode step would;
 then it times pterun's own ``Method.execute`` on the same file with merging off. It reads pterun internals
-(``litert_translate._Translator``): a measurement for the design, not product code, and it may stop working when
+(``litert_engine.translate._Translator``): a measurement for the design, not product code, and it may stop working when
 those change. Make ``fc48s.pte`` with ``bench/export_fc_stack.py --split``.
 """
 import os, sys, time, numpy as np
 import pterun
-from pterun.delegates.xnnpack import litert_translate as LT, litert_env, graph as G
-from pterun.delegates.xnnpack.litert_writer import ModelWriter
+from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.litert_engine import env as litert_env, translate as LT
+from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
 S, _, Interp = litert_env.modules()
 path, threads = sys.argv[1], int(sys.argv[2])
 gaps = "--gaps" in sys.argv[3:]

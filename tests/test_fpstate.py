@@ -17,7 +17,7 @@ def path(request, monkeypatch):
     if request.param == "errstate":
         monkeypatch.setattr(_fpstate, "quiet", _fpstate._errstate_quiet)
         monkeypatch.setattr(_fpstate, "restore", _fpstate._errstate_restore)
-        from pterun.delegates.xnnpack import numpy_engine as xnn_compile
+        from pterun.delegates.xnnpack.numpy_engine import plan as xnn_compile
         from pterun.interp import method
         for mod in (method, xnn_compile):
             monkeypatch.setattr(mod, "quiet", _fpstate._errstate_quiet)

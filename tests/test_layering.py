@@ -29,7 +29,7 @@ ALLOWED_AT = {
     # LiteRT's Interpreter has no public way to list which ops its XNNPACK delegate took; the engine must know
     # (a model partly on LiteRT's builtin kernels rounds differently), so it reads the op details LiteRT's own
     # tests read. A third-party object, not pterun's.
-    ("pterun.delegates.xnnpack.litert_engine", "_get_ops_details"),
+    ("pterun.delegates.xnnpack.litert_engine.plan", "_get_ops_details"),
 }
 
 
@@ -231,13 +231,13 @@ def test_private_access_finds_a_planted_violation(text, expected):
 @pytest.mark.parametrize("text", [
     "class A:\n    def __init__(self):\n        self._x = 1\n    def g(self, other):\n        return other._x\n",
     "def _helper():\n    pass\nimport pterun.summary as s\ns._helper()\n",  # the name is defined here
-    "from pterun.delegates.xnnpack.litert_nodes import _BINARY\n",  # the same package
+    "from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY\n",  # the same package
     "from pterun.module import _load_for_executorch\n",  # in pterun.module's __all__: ExecuTorch's spelling
     "x = (1, 2)\nfrom collections import namedtuple\nP = namedtuple('P', 'a b')\nP(1, 2)._replace(a=3)\n",
 ])
 def test_private_access_accepts_what_is_allowed(text):
-    assert private_access("pterun.delegates.xnnpack.litert_translate", PKG / "delegates/xnnpack/litert_translate.py",
-                          text) == []
+    assert private_access("pterun.delegates.xnnpack.litert_engine.translate",
+                          PKG / "delegates/xnnpack/litert_engine/translate.py", text) == []
     if "self._x" in text:
         assert private_access("pterun.interp.steps", PKG / "interp/steps.py", "x = y._z\n") == []
 

@@ -126,7 +126,7 @@ def test_a_changed_schema_module_falls_back_with_the_reason(monkeypatch):
 
     import ai_edge_litert
 
-    from pterun.delegates.xnnpack import litert_env as L
+    from pterun.delegates.xnnpack.litert_engine import env as L
 
     fake = types.ModuleType("ai_edge_litert.schema_py_generated")  # a schema module without the object API
     monkeypatch.setitem(sys.modules, "ai_edge_litert.schema_py_generated", fake)
@@ -242,7 +242,7 @@ def _dense_graph(w: np.ndarray, b: np.ndarray, rows: int, doubled: bool = False)
 
 @needs_litert
 def test_a_repeated_call_copies_in_invokes_and_copies_out_and_sees_new_values(monkeypatch):
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
 
     rng = np.random.default_rng(11)
     w, b = rng.standard_normal((24, 40), dtype=F32), rng.standard_normal(24, dtype=F32)
@@ -300,7 +300,7 @@ def test_a_new_shape_leaves_the_steady_state_and_the_old_arrays_are_not_used_aga
 def test_graphs_sharing_an_interpreter_stay_steady_when_another_is_resized():
     # each subgraph of an interpreter has memory of its own: resizing one moves none of another's arrays
     from pterun.delegates.xnnpack import Graph as TypedGraph
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
     rng = np.random.default_rng(13)
@@ -353,7 +353,7 @@ def test_a_one_dim_copy_runs_on_xnnpack_at_every_size():
 
 @needs_litert
 def test_a_scalar_for_a_one_element_value_is_passed_without_preparing_the_graph_again(monkeypatch):
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
 
     rng = np.random.default_rng(3)
     w, b, x = randn(8, 4, 4, 3), rng.standard_normal(8, dtype=F32), randn(1, 16, 16, 3)
@@ -380,7 +380,7 @@ def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
     import mmap
 
     from pterun.delegates.xnnpack import Graph as TypedGraph
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
 
     rng = np.random.default_rng(7)
     w, b = rng.standard_normal((96, 256), dtype=F32), rng.standard_normal(96, dtype=F32)
@@ -410,8 +410,8 @@ def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
 @needs_litert
 def test_model_bytes_written_in_place_equal_the_joined_ones(monkeypatch):
     from pterun.delegates.xnnpack import Graph as TypedGraph
-    from pterun.delegates.xnnpack import litert_engine as L
-    from pterun.delegates.xnnpack import litert_writer as W
+    from pterun.delegates.xnnpack.litert_engine import plan as L
+    from pterun.delegates.xnnpack.litert_engine import writer as W
 
     rng = np.random.default_rng(3)
     g = Graph()
@@ -475,7 +475,7 @@ def test_the_interpreter_gets_pterun_threads(monkeypatch):
 @needs_litert
 def test_int4_weights_stay_packed_and_bf16_scales_become_exact_fp16():
     from pterun.delegates.xnnpack import Graph as TypedGraph
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
 
     pf_blob, pf_named = _qb4_graph(np.float32(0.03125)).blob()
     graph = TypedGraph.read(pf_blob, pf_named)
@@ -536,7 +536,7 @@ def test_loading_an_xnnpack_program_imports_litert_and_prints_nothing():
 
 @needs_litert
 def test_stderr_capture_passes_other_writers_through(capfd, caplog):
-    from pterun.delegates.xnnpack.litert_env import capture_native_stderr
+    from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
     def other_thread():
         os.write(2, b"a line from another thread\n")

@@ -47,7 +47,7 @@ def _slice_add_graph():
 
 
 def test_a_batch_builds_one_interpreter_and_a_graph_xnnpack_does_not_take_runs_on_numpy():
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
     batch = L.Batch()
@@ -82,7 +82,7 @@ def test_a_graph_whose_operator_touches_only_its_inputs_and_outputs_gets_an_inte
     """A builtin kernel between the graph's own inputs and outputs puts nothing in LiteRT's arena that the
     batch could see: such a graph is checked alone, where LiteRT lists its nodes (swin_t's reshapes were taken
     for XNNPACK's in a shared interpreter before this)."""
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
     batch = L.Batch()
@@ -101,7 +101,7 @@ def test_a_graph_whose_operator_touches_only_its_inputs_and_outputs_gets_an_inte
 def test_a_graph_built_alone_that_litert_refuses_runs_on_numpy():
     """One graph of its thread count is built on its own when the batch finishes; a refusal then moves it to
     NumPy before it ever ran on LiteRT."""
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
     batch = L.Batch()
@@ -138,7 +138,7 @@ def test_a_method_on_two_threads_shares_one_interpreter_and_keeps_its_numbers():
 
 
 def test_an_interpreter_holds_at_most_group_bytes_of_model(monkeypatch):
-    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine import plan as L
 
     monkeypatch.setattr(L, "GROUP_BYTES", 1)  # every graph is over it: each gets an interpreter of its own
     method = Runtime(num_threads=2, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")

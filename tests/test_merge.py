@@ -403,7 +403,7 @@ def test_a_reshape_read_outside_is_an_output_of_the_merged_graph_and_a_view_is_n
 @needs_litert
 def test_litert_takes_a_slice_to_the_end_of_a_run_time_dim_as_a_split():
     from pterun.delegates.xnnpack import litert_engine as L
-    from pterun.delegates.xnnpack.litert_translate import Unsupported
+    from pterun.delegates.xnnpack.litert_engine.translate import Unsupported
 
     def sliced(offset, size):
         g = Graph()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pterun import Runtime, threads
-from pterun.delegates.xnnpack import ops
+from pterun.delegates.xnnpack.numpy_engine import conv, windows
 from pterun.threads import blas_threads, num_threads, parallel_for, set_blas_threads, set_num_threads
 
 from fixtures_util import FIXTURES, load_calls
@@ -163,12 +163,12 @@ def test_a_forked_child_gets_a_pool_of_its_own(width):
 ])
 def test_split_conv2d_matches_the_reference(width, always_split, kernel, stride, pads, cin):
     x, w, b = randn(1, 9, 7, cin), randn(5, *kernel, cin), randn(5)
-    conv = ops.Conv2d(w, b, ops.Geometry(pads, kernel, stride, (1, 1)))
-    conv.clamp = (np.float32(-0.5), np.float32(0.75))
+    k = conv.Conv2d(w, b, windows.Geometry(pads, kernel, stride, (1, 1)))
+    k.clamp = (np.float32(-0.5), np.float32(0.75))
     width(1)
-    one = conv(x)
+    one = k(x)
     width(3)
-    many = conv(x)
+    many = k(x)
     want = np.clip(ref_conv(x, w, b, stride, pads, (1, 1), 1), -0.5, 0.75)
     close(many, want, where="split conv")
     np.testing.assert_allclose(many, one, rtol=1e-6, atol=1e-6)
@@ -178,7 +178,7 @@ def test_split_conv2d_matches_the_reference(width, always_split, kernel, stride,
 def test_split_depthwise_is_identical_to_one_thread(width, always_split, stride, pads):
     c = 4
     x, w, b = randn(2, 11, 6, c), randn(1, 3, 3, c), randn(c)
-    dw = ops.DepthwiseConv2d(w, b, ops.Geometry(pads, (3, 3), stride, (1, 1)), 1)
+    dw = conv.DepthwiseConv2d(w, b, windows.Geometry(pads, (3, 3), stride, (1, 1)), 1)
     dw.clamp = (np.float32(0), np.float32(6))
     width(1)
     one = dw(x)
@@ -316,13 +316,13 @@ def test_scratch_memory_belongs_to_the_plan_and_is_freed_with_it():
 
 def test_one_scratch_serves_kernels_running_on_several_threads_at_once(width):
     width(1)
-    scratch = ops.Scratch()
-    conv = ops.Conv2d(randn(8, 3, 3, 4), randn(8), ops.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)),
+    scratch = windows.Scratch()
+    k = conv.Conv2d(randn(8, 3, 3, 4), randn(8), windows.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)),
                       scratch=scratch)
-    dw = ops.DepthwiseConv2d(randn(1, 3, 3, 8), None, ops.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)), 1,
+    dw = conv.DepthwiseConv2d(randn(1, 3, 3, 8), None, windows.Geometry((1, 1, 1, 1), (3, 3), (1, 1), (1, 1)), 1,
                              scratch=scratch)
     xs = [randn(1, 12, 12, 4) for _ in range(4)]
-    expected = [dw(conv(x)) for x in xs]
+    expected = [dw(k(x)) for x in xs]
     barrier = threading.Barrier(4)
     got, errors = [None] * 4, []
 
@@ -330,7 +330,7 @@ def test_one_scratch_serves_kernels_running_on_several_threads_at_once(width):
         try:
             barrier.wait()
             for _ in range(20):
-                got[i] = dw(conv(xs[i]))
+                got[i] = dw(k(xs[i]))
         except Exception as e:  # noqa: BLE001  (re-raised below)
             errors.append(e)
 

@@ -76,16 +76,16 @@ def test_block_gemm_matches_xnnpack_block_order():
 
 
 def test_static_int8_gemm_splits_k_only_where_a_float32_sum_could_round():
-    from pterun.delegates.xnnpack import ops
+    from pterun.delegates.xnnpack.numpy_engine import conv
 
     small = np.full((64, 3), 127, np.float32)  # 255 * 127 * 64 < 2**24: one sum is exact
-    assert ops.exact_splits(small, 255) is None
+    assert conv.exact_splits(small, 255) is None
     big = np.full((1200, 2), 127, np.float32)  # 255 * 127 * 1200 > 2**24
-    cuts = ops.exact_splits(big, 255)
+    cuts = conv.exact_splits(big, 255)
     assert cuts[0] == 0 and cuts[-1] == 1200 and len(cuts) == 4
     assert all(255 * 127 * (b - a) < 2**24 for a, b in zip(cuts[:-1], cuts[1:]))
     x = np.full((1, 1200), 255, np.float32)
     x[0, ::5] = -255
-    got = ops.split_matmul(x, big, cuts)
+    got = conv.split_matmul(x, big, cuts)
     exact = x.astype(np.int64) @ big.astype(np.int64)
     assert got.dtype == np.float32 and got.tolist() == exact.astype(np.float32).tolist()

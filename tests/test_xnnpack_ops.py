@@ -1,4 +1,4 @@
-"""The XNNPACK delegate's NumPy kernels (ops.py) and quantization helpers (quant.py) against independent
+"""The XNNPACK delegate's NumPy kernels (numpy_engine: windows, conv, pool, pointwise) and quantization helpers (quant.py) against independent
 NumPy references. Node-level and payload tests are in test_xnnpack.py, recorded fixtures in
 test_xnnpack_fixtures.py.
 """
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from pterun.delegates.xnnpack import ops
+from pterun.delegates.xnnpack.numpy_engine import conv, pointwise, pool, windows
 from pterun.delegates.xnnpack import payload as P
 from pterun.delegates.xnnpack import quant as Q
 
@@ -18,7 +18,7 @@ from xnn_refs import F32, close, randn, ref_conv, ref_deconv, ref_pool, ref_resi
 
 
 # ==============================================================================================================
-# Kernels (ops.py) against the references
+# Kernels against the references
 # ==============================================================================================================
 CONV_CASES = [  # (groups, icg, ocg, kernel, stride, pads, dilation)
     (1, 3, 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
@@ -34,15 +34,15 @@ def test_conv2d_kernel(groups, icg, ocg, kernel, stride, pads, dil):
     x = randn(2, 7, 8, groups * icg)
     w = randn(groups * ocg, *kernel, icg)
     b = randn(groups * ocg)
-    conv = ops.Conv2d(w, b, ops.Geometry(pads, kernel, stride, dil), groups)
-    close(conv(x), ref_conv(x, w, b, stride, pads, dil, groups), where="conv")
+    k = conv.Conv2d(w, b, windows.Geometry(pads, kernel, stride, dil), groups)
+    close(k(x), ref_conv(x, w, b, stride, pads, dil, groups), where="conv")
 
 
 def test_conv2d_tensorflow_same_padding():
     x, w = randn(1, 7, 6, 2), randn(3, 3, 2, 2)
-    g = ops.Geometry((0, 0, 0, 0), (3, 2), (2, 2), (1, 1), same_padding=True)
+    g = windows.Geometry((0, 0, 0, 0), (3, 2), (2, 2), (1, 1), same_padding=True)
     assert g.pads(7, 6) == (1, 0, 1, 0)  # total pads 2 (h) and 0 (w): split with the extra at the end
-    close(ops.Conv2d(w, None, g)(x), ref_conv(x, w, None, (2, 2), (1, 0, 1, 0), (1, 1), 1))
+    close(conv.Conv2d(w, None, g)(x), ref_conv(x, w, None, (2, 2), (1, 0, 1, 0), (1, 1), 1))
 
 
 @pytest.mark.parametrize("multiplier,stride,pads,dil", [(1, (1, 1), (1, 1, 1, 1), (1, 1)),
@@ -52,7 +52,7 @@ def test_depthwise_kernel(multiplier, stride, pads, dil):
     x = randn(2, 6, 7, c)
     w = randn(1, 3, 3, c * multiplier)
     b = randn(c * multiplier)
-    dw = ops.DepthwiseConv2d(w, b, ops.Geometry(pads, (3, 3), stride, dil), multiplier)
+    dw = conv.DepthwiseConv2d(w, b, windows.Geometry(pads, (3, 3), stride, dil), multiplier)
     # the same computation as a grouped convolution: output channel o reads input channel o // multiplier
     w_grouped = w[0].transpose(2, 0, 1)[:, :, :, None]  # [oc, kh, kw, 1]
     close(dw(x), ref_conv(x, w_grouped, b, stride, pads, dil, c))
@@ -67,7 +67,7 @@ def test_deconv_kernel(groups, kernel, stride, pads, dil, adj):
     x = randn(1, 4, 5, groups * 3)
     w = randn(groups * 2, *kernel, 3)
     b = randn(groups * 2)
-    k = ops.ConvTranspose2d(w, b, ops.Geometry(pads, kernel, stride, dil), groups, adj)
+    k = conv.ConvTranspose2d(w, b, windows.Geometry(pads, kernel, stride, dil), groups, adj)
     close(k(x), ref_deconv(x, w, b, stride, pads, dil, groups, adj))
 
 
@@ -76,15 +76,15 @@ def test_deconv_kernel(groups, kernel, stride, pads, dil, adj):
                                                     ((3, 2), (1, 2), (2, 0, 1, 1), (2, 1))])
 def test_pool_kernels(kernel, stride, pads, dil):
     x = randn(2, 7, 6, 3)
-    g = ops.Geometry(pads, kernel, stride, dil)
-    close(ops.max_pool(x, g), ref_pool(x, kernel, stride, pads, dil, "max"), where="max")
-    close(ops.AvgPool(g)(x), ref_pool(x, kernel, stride, pads, dil, "avg"), where="avg (padding excluded)")
+    g = windows.Geometry(pads, kernel, stride, dil)
+    close(pool.max_pool(x, g), ref_pool(x, kernel, stride, pads, dil, "max"), where="max")
+    close(pool.AvgPool(g)(x), ref_pool(x, kernel, stride, pads, dil, "avg"), where="avg (padding excluded)")
 
 
 def test_argmax_pool_kernel():
     x = randn(2, 6, 9, 3)
-    g = ops.Geometry((1, 0, 0, 2), (2, 3), (2, 3), (1, 1))
-    values, index = ops.argmax_pool(x, g)
+    g = windows.Geometry((1, 0, 0, 2), (2, 3), (2, 3), (1, 1))
+    values, index = pool.argmax_pool(x, g)
     ref_v, ref_i = ref_pool(x, (2, 3), (2, 3), (1, 0, 0, 2), (1, 1), "argmax")
     close(values, ref_v)
     np.testing.assert_array_equal(index, ref_i)
@@ -94,28 +94,28 @@ def test_argmax_pool_kernel():
 @pytest.mark.parametrize("size", [(9, 13), (3, 2), (1, 1), (8, 10)])
 def test_resize_bilinear_kernel(align, legacy, size):
     x = randn(2, 4, 5, 3)
-    close(ops.ResizeBilinear(*size, align, legacy)(x), ref_resize(x, *size, align, legacy))
+    close(pool.ResizeBilinear(*size, align, legacy)(x), ref_resize(x, *size, align, legacy))
 
 
 def test_elementwise_kernels():
     x = np.linspace(-9, 9, 1001).astype(F32)
     ref_gelu = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
-    np.testing.assert_allclose(ops.gelu(x), ref_gelu, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(ops.sigmoid(x), 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
-    np.testing.assert_allclose(ops.hardswish(x), x * np.clip(x + 3, 0, 6) / 6, rtol=1e-6, atol=1e-7)
-    np.testing.assert_allclose(ops.elu(0.5)(x), np.where(x > 0, x, 0.5 * np.expm1(x)), rtol=1e-6, atol=1e-7)
-    s = ops.softmax(randn(3, 7))
+    np.testing.assert_allclose(pointwise.gelu(x), ref_gelu, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(pointwise.sigmoid(x), 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-6)
+    np.testing.assert_allclose(pointwise.hardswish(x), x * np.clip(x + 3, 0, 6) / 6, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(pointwise.elu(0.5)(x), np.where(x > 0, x, 0.5 * np.expm1(x)), rtol=1e-6, atol=1e-7)
+    s = pointwise.softmax(randn(3, 7))
     np.testing.assert_allclose(s.sum(-1), 1, rtol=1e-6)
 
 
 def test_constant_pad_and_global_pool_kernels():
     x = randn(1, 2, 3, 4)
-    y = ops.constant_pad(x, (0, 1, 0, 2), (1, 0, 2, 0), 0.5)
+    y = pool.constant_pad(x, (0, 1, 0, 2), (1, 0, 2, 0), 0.5)
     assert y.shape == (2, 3, 5, 6)
     np.testing.assert_array_equal(y[0, 1:, :3, 2:], x[0])
     assert (y[1] == 0.5).all() and (y[:, 0] == 0.5).all()
-    assert ops.global_avg_pool(x, True).shape == (1, 1, 1, 4)
-    np.testing.assert_allclose(ops.global_avg_pool(x, False), x.mean((1, 2)), rtol=1e-6)
+    assert pool.global_avg_pool(x, True).shape == (1, 1, 1, 4)
+    np.testing.assert_allclose(pool.global_avg_pool(x, False), x.mean((1, 2)), rtol=1e-6)
 
 
 # ==============================================================================================================
@@ -175,7 +175,7 @@ def test_bf16_scale_rounding():
 def test_chain_composes_any_number_of_functions_left_to_right(n):
     from functools import partial
 
-    from pterun.delegates.xnnpack.compiler import chain
+    from pterun.delegates.xnnpack.numpy_engine.compiler import chain
 
     fns = [partial(lambda k, s: s + str(k), k) for k in range(n)]
     with_nones = [f for fn in fns for f in (None, fn)]  # None entries are skipped

@@ -1,15 +1,13 @@
-"""The LiteRT engine: a typed XNNPACK graph translated at load into one TFLite model, run by LiteRT on XNNPACK.
+"""The LiteRT engine's plans: a typed XNNPACK graph translated at load into one TFLite model, run by LiteRT.
 
 LiteRT (``ai-edge-litert``, the TensorFlow Lite runtime) runs CPU graphs with XNNPACK, the library ExecuTorch's
-XNNPACK delegate runs. :func:`~.litert_translate.translate` turns a :class:`~.graph.Graph` into TFLite model bytes
+XNNPACK delegate runs. :func:`~.translate.translate` turns a :class:`~.graph.Graph` into TFLite model bytes
 in memory; :func:`build` creates the interpreter with pterun's thread count, checks that LiteRT's XNNPACK delegate
 took *every* operator (LiteRT's builtin kernels round differently, so a partly delegated graph is refused), and
 returns a :class:`LiteRTPlan` whose ``execute(args)`` has the NumPy plan's contract.
 
 Anything the translation does not cover raises :class:`Unsupported` with the reason; anything missing from the
-installation raises :class:`Unavailable`. The caller then runs the graph on the NumPy engine. The pieces:
-:mod:`.litert_env` (the installed modules, LiteRT's native stderr), :mod:`.litert_writer` (the TFLite model
-bytes), :mod:`.litert_translate` and :mod:`.litert_nodes` (graph and node translation).
+installation raises :class:`Unavailable`. The caller then runs the graph on the NumPy engine.
 
 Example::
 
@@ -29,9 +27,10 @@ import numpy as np
 from pterun._log import logger
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, available, capture_native_stderr, modules
-from pterun.delegates.xnnpack.litert_memory import release_packed, release_sources
-from pterun.delegates.xnnpack.litert_translate import Translation, combine, translate, translate_part
+from pterun.delegates.xnnpack.litert_engine.env import (Unavailable, Unsupported, available, capture_native_stderr,
+                                                        modules)
+from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
+from pterun.delegates.xnnpack.litert_engine.translate import Translation, combine, translate, translate_part
 from pterun.errors import DelegateError
 
 __all__ = ["Batch", "Unavailable", "Unsupported", "LiteRTPlan", "build", "pending", "translate", "available"]

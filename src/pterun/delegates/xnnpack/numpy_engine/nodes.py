@@ -24,9 +24,9 @@ import math
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack import ops
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.compiler import NAMES, Compiler, builds, chain  # noqa: F401  (NAMES: doctest)
+from pterun.delegates.xnnpack.numpy_engine import pointwise, pool, windows
+from pterun.delegates.xnnpack.numpy_engine.compiler import NAMES, Compiler, builds, chain  # noqa: F401  (NAMES: doctest)
 
 F32 = np.float32
 
@@ -67,19 +67,19 @@ def raw_clamp(rep, lo: float, hi: float):
         qlo, qhi = Q.fused_range(lo, hi, rep.scale, rep.zero_point, rep.dtype)
         return lambda a: np.clip(a, qlo, qhi).astype(rep.dtype, copy=False)
     lo_, hi_ = rep.dtype.type(lo), rep.dtype.type(hi)
-    return lambda a: ops.clip(a, lo_, hi_)
+    return lambda a: pointwise.clip(a, lo_, hi_)
 
 
 # -- elementwise ------------------------------------------------------------------------------------------
-@builds(*[n for n in ops.UNARY if n not in ("Copy", "Clamp")])
+@builds(*[n for n in pointwise.UNARY if n not in ("Copy", "Clamp")])
 def build_unary(c: Compiler, node) -> None:
-    fn = ops.UNARY[node.name]
+    fn = pointwise.UNARY[node.name]
     lut_step(c, node, fn) or emit_unary(c, node, fn, node.input_id, node.output_id)
 
 
 @builds("LeakyReLU", "ELU")
 def build_param_unary(c: Compiler, node) -> None:
-    fn = ops.leaky_relu(node.negative_slope) if node.name == "LeakyReLU" else ops.elu(node.alpha)
+    fn = pointwise.leaky_relu(node.negative_slope) if node.name == "LeakyReLU" else pointwise.elu(node.alpha)
     lut_step(c, node, fn) or emit_unary(c, node, fn, node.input_id, node.output_id)
 
 
@@ -91,7 +91,7 @@ def lut_step(c: Compiler, node, fn) -> bool:
     if node.name == "Softmax":
         return False
     codes = np.arange(256, dtype=np.uint8).view(rin.dtype)
-    fn = ops.LUT_REFERENCE.get(node.name, fn)
+    fn = pointwise.LUT_REFERENCE.get(node.name, fn)
     with np.errstate(all="ignore"):  # e.g. log of the negative codes: whatever they become, as in XNNPACK
         real = np.nan_to_num(fn(rin.real()(codes)).astype(F32))
         qlo, qhi = Q.fused_range(node.output_min, node.output_max, rout.scale, rout.zero_point, rout.dtype)
@@ -110,9 +110,9 @@ def build_copy(c: Compiler, node) -> None:
     emit_raw(c, node, lambda a: a, node.input_id, node.output_id)
 
 
-@builds(*ops.BINARY)
+@builds(*pointwise.BINARY)
 def build_binary(c: Compiler, node) -> None:
-    fn = ops.BINARY[node.name]
+    fn = pointwise.BINARY[node.name]
     a, b, o = c.slot(node.input1_id), c.slot(node.input2_id), c.out_slot(node.output_id)
     if integer_binary(c, node, a, b, o):
         return
@@ -182,7 +182,7 @@ def build_pad(c: Compiler, node) -> None:
     value = node.padding_value
     if rout.kind == "static" and c.rep(node.input_id).same_grid(rout):
         value = int(Q.quantize(np.array([value], F32), rout.scale, rout.zero_point, rout.dtype)[0])
-    emit_raw(c, node, lambda a: ops.constant_pad(a, pre, post, value), node.input_id, node.output_id)
+    emit_raw(c, node, lambda a: pool.constant_pad(a, pre, post, value), node.input_id, node.output_id)
 
 
 @builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
@@ -208,7 +208,7 @@ def build_concat(c: Compiler, node) -> None:
 
 
 # -- pooling, resize, softmax, convert, matmul ---------------------------------------------------------------
-def pool_geometry(c: Compiler, node) -> ops.Geometry:
+def pool_geometry(c: Compiler, node) -> windows.Geometry:
     ph, pw = node.pooling_height, node.pooling_width
     if ph < 1 or pw < 1:
         raise c.fail(f"pooling window {ph}x{pw} is empty")
@@ -217,19 +217,19 @@ def pool_geometry(c: Compiler, node) -> ops.Geometry:
     dh = max(getattr(node, "dilation_height", 1), 1)  # the avg-pool exporter writes 0 for "unused"
     dw = max(getattr(node, "dilation_width", 1), 1)
     pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
-    return ops.Geometry(pads, (ph, pw), (sh, sw), (dh, dw), bool(node.flags & G.FLAG_TENSORFLOW_SAME_PADDING))
+    return windows.Geometry(pads, (ph, pw), (sh, sw), (dh, dw), bool(node.flags & G.FLAG_TENSORFLOW_SAME_PADDING))
 
 
 @builds("MaxPooling2d")
 def build_max_pool(c: Compiler, node) -> None:
     g = pool_geometry(c, node)
     scratch = c.scratch
-    emit_raw(c, node, lambda a: ops.max_pool(a, g, scratch), node.input_id, node.output_id)
+    emit_raw(c, node, lambda a: pool.max_pool(a, g, scratch), node.input_id, node.output_id)
 
 
 @builds("AvgPooling2d")
 def build_avg_pool(c: Compiler, node) -> None:
-    emit_unary(c, node, ops.AvgPool(pool_geometry(c, node)), node.input_id, node.output_id)
+    emit_unary(c, node, pool.AvgPool(pool_geometry(c, node)), node.input_id, node.output_id)
 
 
 @builds("GlobalAvgPooling2d")
@@ -244,11 +244,11 @@ def build_global_avg_pool(c: Compiler, node) -> None:
             a = env[i]
             count = a.size // max(a.shape[0] * a.shape[-1], 1)
             mult, offset = Q.mean_params(rin.scale, rin.zero_point, rout.scale, rout.zero_point, count)
-            s = ops.global_avg_pool(a, keep, divide=False, exact=count > 2**16)  # int sums, exact
+            s = pool.global_avg_pool(a, keep, divide=False, exact=count > 2**16)  # int sums, exact
             env[o] = Q.requantize_sum(s, mult, offset, qlo, qhi, rout.dtype)
 
         return c.emit(step)
-    emit_unary(c, node, lambda a: ops.global_avg_pool(a, keep), node.input_id, node.output_id)
+    emit_unary(c, node, lambda a: pool.global_avg_pool(a, keep), node.input_id, node.output_id)
 
 
 @builds("Mean")
@@ -278,7 +278,7 @@ def build_argmax_pool(c: Compiler, node) -> None:
 
     def step(env):
         x = env[i]
-        best, idx = ops.argmax_pool(x if same else chain(rd)(x), g)
+        best, idx = pool.argmax_pool(x if same else chain(rd)(x), g)
         env[vo] = best if st is None else st(best)
         env[io] = idx.astype(idx_dtype, copy=False)
 
@@ -289,7 +289,7 @@ def build_argmax_pool(c: Compiler, node) -> None:
 def build_resize(c: Compiler, node) -> None:
     if node.new_height < 1 or node.new_width < 1:
         raise c.fail(f"output size {node.new_height}x{node.new_width} is empty")
-    fn = ops.ResizeBilinear(node.new_height, node.new_width, bool(node.flags & G.FLAG_ALIGN_CORNERS),
+    fn = pool.ResizeBilinear(node.new_height, node.new_width, bool(node.flags & G.FLAG_ALIGN_CORNERS),
                             bool(node.flags & G.FLAG_TENSORFLOW_LEGACY))
     emit_unary(c, node, fn, node.input_id, node.output_id)
 

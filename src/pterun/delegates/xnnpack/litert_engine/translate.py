@@ -1,10 +1,10 @@
 """The translation of a typed XNNPACK graph into a TFLite model: values become tensors, nodes become operators.
 
 :func:`translate` returns the model's bytes and the tensor indices of the graph's inputs and outputs; the model is
-written by :class:`~.litert_writer.ModelWriter` and each node by its rule in :mod:`.litert_nodes`. Before any
+written by :class:`~.writer.ModelWriter` and each node by its rule in :mod:`.nodes`. Before any
 node is translated, clamps XNNPACK would fuse into their producer become TFLite fused activations (LiteRT's XNNPACK
 delegate takes no stand-alone int8 clamp), and the node order is checked. Anything not covered raises
-:class:`~.litert_env.Unsupported` with the reason.
+:class:`~.env.Unsupported` with the reason.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from typing import NamedTuple
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack.litert_env import Unavailable, Unsupported, modules
-from pterun.delegates.xnnpack.litert_nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
-from pterun.delegates.xnnpack.litert_writer import ModelWriter
-from pterun.delegates.xnnpack.litert_writer import combine as _combine
+from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
+from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
+from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
+from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
 
 __all__ = ["Part", "Translation", "combine", "translate", "translate_part"]
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import numpy as np
 
 from pterun._fpstate import quiet, restore
-from pterun.delegates.xnnpack import gemm as _gemm  # noqa: F401  (registers the GEMM node builders)
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import F32_DTYPE, input_array, write_output
-from pterun.delegates.xnnpack import nodes as _nodes  # noqa: F401  (registers the other node builders)
-from pterun.delegates.xnnpack.compiler import BUILDERS, NAMES, Compiler
-from pterun.delegates.xnnpack.ops import Scratch
+from pterun.delegates.xnnpack.numpy_engine import gemm as _gemm  # noqa: F401  (registers the GEMM node builders)
+from pterun.delegates.xnnpack.numpy_engine import nodes as _nodes  # noqa: F401  (registers the other node builders)
+from pterun.delegates.xnnpack.numpy_engine.compiler import BUILDERS, NAMES, Compiler
+from pterun.delegates.xnnpack.numpy_engine.windows import Scratch
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["BUILDERS", "NAMES", "NumpyPlan", "compile_graph"]

@@ -20,9 +20,9 @@ import numpy as np
 
 from pterun import threads
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack import ops
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.compiler import Compiler, builds, chain
+from pterun.delegates.xnnpack.numpy_engine import conv, windows
+from pterun.delegates.xnnpack.numpy_engine.compiler import Compiler, builds, chain
 
 F32 = np.float32
 
@@ -81,7 +81,7 @@ def emit_gemm(c: Compiler, node, x_id: int, w_id: int, o_id: int, channels: int,
         acc_scale = F32(rx.scale) * ws
         kernel = make_kernel(weight_ints(c, w_id), bias_array(c, node.bias_id, channels, acc_scale))
         if hasattr(kernel, "k_splits"):  # |x - zero point| <= 255: split K where a float32 sum could round
-            kernel.k_splits = ops.exact_splits(kernel.wmat if hasattr(kernel, "wmat") else kernel.w_kn, 255)
+            kernel.k_splits = conv.exact_splits(kernel.wmat if hasattr(kernel, "wmat") else kernel.w_kn, 255)
         mult = (acc_scale / F32(ro.scale)).astype(F32)
         qlo, qhi = Q.fused_range(node.output_min, node.output_max, ro.scale, ro.zero_point, ro.dtype)
         zx, zo, dt = F32(rx.zero_point), ro.zero_point, ro.dtype
@@ -121,7 +121,7 @@ def build_fully_connected(c: Compiler, node) -> None:
     def make_kernel(w, bias):
         w_kn = np.asarray(w if transposed else w.T, dtype=F32)  # [in, out]: a view, BLAS reads it transposed
         k = w_kn.shape[0]
-        add_bias = None if bias is None else ops.BiasAdd(bias)
+        add_bias = None if bias is None else conv.BiasAdd(bias)
 
         def kernel(a):
             cuts = kernel.k_splits
@@ -132,7 +132,7 @@ def build_fully_connected(c: Compiler, node) -> None:
             a2 = a.reshape(-1, k)
             m = a2.shape[0]
             if cuts is not None:
-                y = ops.split_matmul(a2, w_kn, cuts)
+                y = conv.split_matmul(a2, w_kn, cuts)
             elif threads.num_threads() > 1 and a2.dtype == F32 and threads.splittable(m, k, n_out):
                 y = np.empty((m, n_out), F32)
                 threads.split_dot(a2, w_kn, y)
@@ -188,13 +188,13 @@ def emit_dynamic_fc(c: Compiler, node, transposed: bool) -> None:
 
 
 # -- convolutions ---------------------------------------------------------------------------------------------
-def conv_geometry(c: Compiler, node) -> ops.Geometry:
+def conv_geometry(c: Compiler, node) -> windows.Geometry:
     kh, kw = node.kernel_height, node.kernel_width
     sh, sw = node.subsampling_height, node.subsampling_width
     if min(kh, kw, sh, sw) < 1:
         raise c.fail(f"kernel {kh}x{kw} / stride {sh}x{sw} must be positive")
     pads = (node.padding_top, node.padding_right, node.padding_bottom, node.padding_left)
-    return ops.Geometry(pads, (kh, kw), (sh, sw), (max(node.dilation_height, 1), max(node.dilation_width, 1)),
+    return windows.Geometry(pads, (kh, kw), (sh, sw), (max(node.dilation_height, 1), max(node.dilation_width, 1)),
                         bool(node.flags & G.FLAG_TENSORFLOW_SAME_PADDING))
 
 
@@ -212,7 +212,7 @@ def build_conv2d(c: Compiler, node) -> None:
     groups, oc = max(node.groups, 1), max(node.groups, 1) * node.group_output_channels
     check_filter(c, node, (oc, g.kernel[0], g.kernel[1], node.group_input_channels))
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, oc,
-              lambda w, b: ops.Conv2d(w, b, g, groups, c.scratch))
+              lambda w, b: conv.Conv2d(w, b, g, groups, c.scratch))
 
 
 @builds("DepthwiseConv2d")
@@ -224,7 +224,7 @@ def build_depthwise(c: Compiler, node) -> None:
         raise c.fail(f"depth multiplier {node.group_output_channels}/{node.group_input_channels} is below 1")
     check_filter(c, node, (1, g.kernel[0], g.kernel[1], channels * multiplier))
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, channels * multiplier,
-              lambda w, b: ops.DepthwiseConv2d(w, b, g, multiplier, c.scratch))
+              lambda w, b: conv.DepthwiseConv2d(w, b, g, multiplier, c.scratch))
 
 
 @builds("ConvTranspose2d")
@@ -236,4 +236,4 @@ def build_deconv(c: Compiler, node) -> None:
     if adjust[0] >= g.stride[0] or adjust[1] >= g.stride[1]:
         raise c.fail(f"adjustment {adjust} must be smaller than the stride {g.stride}")
     emit_gemm(c, node, node.input1_id, node.filter_id, node.output_id, oc,
-              lambda w, b: ops.ConvTranspose2d(w, b, g, groups, adjust))
+              lambda w, b: conv.ConvTranspose2d(w, b, g, groups, adjust))

@@ -24,7 +24,8 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.ops import Scratch, clip
+from pterun.delegates.xnnpack.numpy_engine.pointwise import clip
+from pterun.delegates.xnnpack.numpy_engine.windows import Scratch
 from pterun.errors import DelegateError
 
 F32 = np.float32

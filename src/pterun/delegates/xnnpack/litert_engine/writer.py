@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.delegates.xnnpack.litert_memory import new_bytes
+from pterun.delegates.xnnpack.litert_engine.memory import new_bytes
 
 __all__ = ["ModelWriter", "combine"]
 

@@ -1,4 +1,4 @@
-"""How each XNNPACK node becomes TFLite operators (a mixin of the translator in :mod:`.litert_translate`).
+"""How each XNNPACK node becomes TFLite operators (a mixin of the translator in :mod:`.translate`).
 
 Facts checked against ExecuTorch's outputs: XNNPACK's NHWC values and OHWI / [1, H, W, C*M] / [out, in] filters
 are TFLite's own layouts; explicit convolution padding becomes PAD + VALID (XNNPACK fuses it back); pools need
