@@ -6,6 +6,7 @@ import numpy as np
 
 from fixtures_util import FIXTURES, load_calls, mlp_with_randn
 from pterun import Runtime
+from pterun.config import Settings
 from pterun.interp.method import MethodRunner
 
 
@@ -22,7 +23,7 @@ def test_fold_argument_beats_the_environment_variable(monkeypatch):
 def _randn_runner(seed):
     """mlp's forward with its first instruction replaced by a randn of the weight's shape (constant arguments)."""
     program = Runtime(seed=seed).load_program(FIXTURES / "mlp.pte")
-    return MethodRunner(program.file, mlp_with_randn(program), shared_arenas={}, seed=seed)
+    return MethodRunner(program.file, mlp_with_randn(program), Settings(seed=seed), shared_arenas={})
 
 
 def _run(runner, x):

@@ -9,6 +9,7 @@ import pterun.interp.method as method_module
 import pterun.kernels.random as random_kernels
 from fixtures_util import FIXTURES, load_calls, mlp_with_randn, portable_fixture_names
 from pterun import KernelError, Runtime
+from pterun.config import Settings
 from pterun.format.program import KERNEL_CALL, ExecutionPlan
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
@@ -26,7 +27,7 @@ def _load(name: str, *, fold: bool, monkeypatch, method: str = "forward"):
 
 
 def _steps(m) -> int:
-    return sum(len(steps) for _, steps, _ in m._runner.chains)
+    return sum(len(c.steps) for c in m._runner.chains)
 
 
 def _run(runner: MethodRunner, inputs: list) -> list:
@@ -77,7 +78,8 @@ def test_the_weights_permutes_leave_the_mlp(monkeypatch):
     plain = _load("mlp", fold=False, monkeypatch=monkeypatch)
     assert [n for _, _, n in folded._runner.folded] == ["aten::permute_copy.out"] * 3
     assert _steps(folded) == _steps(plain) - 3
-    (_, steps, info), = folded._runner.chains
+    (chain,) = folded._runner.chains
+    steps, info = chain.steps, chain.info
     assert len(steps) == len(info) and "aten::permute_copy.out" not in [n for n, *_ in info]
     rows = profile(folded, load_calls("mlp")[0]["inputs"], repeat=2)
     assert "aten::permute_copy.out" not in {r.name for r in rows}
@@ -190,12 +192,12 @@ def test_an_output_written_again_through_another_value_before_it_is_read_is_not_
     changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain],
                             plan.operators + ["aten::neg.out"], plan.delegates, plan.buffer_sizes)
     x = load_calls("mlp")[0]["inputs"]
-    folded = MethodRunner(program._pf, changed, shared_arenas={}, fold=True)
-    unfolded = MethodRunner(program._pf, changed, shared_arenas={}, fold=False)
+    folded = MethodRunner(program._pf, changed, Settings(fold=True), shared_arenas={})
+    unfolded = MethodRunner(program._pf, changed, Settings(fold=False), shared_arenas={})
     assert 0 not in [pc for _, pc, _ in folded.folded] and folded.folded  # the other permutes still fold
     want = _run(unfolded, x)[0]
     np.testing.assert_allclose(_run(folded, x)[0], want, rtol=1e-6, atol=1e-6)
-    plain = _run(MethodRunner(program._pf, plan, shared_arenas={}, fold=False), x)[0]
+    plain = _run(MethodRunner(program._pf, plan, Settings(fold=False), shared_arenas={}), x)[0]
     assert np.abs(plain - want).max() > 1e-3  # the negated weight does change the outputs
 
 

@@ -88,9 +88,10 @@ def test_fast_path_declines_what_it_cannot_do_exactly():
 def test_the_mlp_runs_on_fast_paths(monkeypatch):
     monkeypatch.setenv("PTERUN_NO_FOLD", "1")  # keep the weights' permutes as steps (folded, they run at load)
     m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
-    (_, steps, info), = m._runner.chains
+    (chain,) = m._runner.chains
+    steps, info = chain.steps, chain.info
     fast = [name for s, (name, *_) in zip(steps, info)
-            if not getattr(s, "__qualname__", "").startswith("StepBuilder.")]  # general steps are its closures
+            if not getattr(s, "__qualname__", "").startswith(("StepBuilder.", "_stepper."))]  # general steps
     assert "aten::addmm.out" in fast and "aten::permute_copy.out" in fast and "aten::gelu.out" in fast
 
 
@@ -169,7 +170,7 @@ def test_fast_steps_run_unwrapped_in_chains_with_jumps():
     from pterun.interp.loop import JumpFalse
     method = Runtime.get().load_program(FIXTURES / "cond.pte").load_method("forward")
     runner = method._runner
-    jump_chains = [steps for jumps, steps, _ in runner.chains if jumps]
+    jump_chains = [c.steps for c in runner.chains if c.jumps]
     assert jump_chains
     fast = [s for steps in jump_chains for s in steps if isinstance(s, partial)]
     assert fast and any(s() is not None for s in fast)  # they do return something, which must not be a jump

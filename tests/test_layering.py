@@ -22,7 +22,7 @@ PKG = SRC / "pterun"
 
 #: underscore attributes that are public API of the object that has them
 ALLOWED_ATTRS = {
-    "_replace", "_asdict", "_fields", "_make",  # namedtuple's API (underscored so fields cannot clash)
+    "_replace", "_asdict", "_fields", "_field_defaults", "_make",  # namedtuple's API (underscored so fields cannot clash)
 }
 #: (module, attribute) pairs allowed anyway, each with the reason
 ALLOWED_AT = {

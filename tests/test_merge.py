@@ -223,12 +223,16 @@ def _mean_values():
 def _find(chains, outputs=(), volatile=(), later=None, values=None, delegate_outputs=lambda i: frozenset({1})):
     """Runs of the synthetic plan, and ``outside``. Each test delegate writes its second argument, unless
     ``delegate_outputs`` says otherwise (None: not known)."""
+    from pterun.delegates.xnnpack import XnnpackBackend
     from pterun.interp.access import Accesses
-    from pterun.interp.merge import find_runs, slots_read_outside
+    from pterun.interp.merge import absorbed_op, find_runs, slots_read_outside
     values, tags = values or _mean_values()
     plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs, tags=tags)
     acc = Accesses(plan, values, tags, delegate_outputs=delegate_outputs)
-    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, lambda b, op: True, later,
+    def absorbed(backend, name, args):  # the test backend holds what XNNPACK's merged graphs hold
+        return absorbed_op(XnnpackBackend.absorbed_forms.get(name), args, values, tags, set(volatile))
+
+    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, absorbed, later,
                      acc)
     return runs, slots_read_outside(plan, tags, values, acc)
 
@@ -379,17 +383,20 @@ def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
 
 def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
     from pterun.format.program import INT, INT_LIST, TENSOR
+    from pterun.delegates.xnnpack import XnnpackBackend
     from pterun.interp.merge import absorbed_op
     values = [out_tensor((1, 4, 8), np.float32, capacity=(1, 4, 8)), (2, 3, 4, 5), 1, 4, 4, 2,
               out_tensor((1, 4, 4, 2), np.float32, capacity=(1, 4, 4, 2))]
     tags = [TENSOR, INT_LIST, INT, INT, INT, INT, TENSOR]
     name = "executorch_prim::et_view.default"
-    assert absorbed_op(name, (0, 1, 6), values, tags, {3}) == Absorbed("view", (0,), (6,), {"size": (1, None, 4, 2)})
+    form = XnnpackBackend.absorbed_forms[name]
+    assert absorbed_op(form, (0, 1, 6), values, tags, {3}) == Absorbed("view", (0,), (6,), {"size": (1, None, 4, 2)})
     values[4] = -1  # a fixed -1 is the out tensor's declared size there
-    assert absorbed_op(name, (0, 1, 6), values, tags, {3}).attrs == {"size": (1, None, 4, 2)}
-    assert absorbed_op(name, (0, 1, 6), values, tags, {3, 5}) is None
+    assert absorbed_op(form, (0, 1, 6), values, tags, {3}).attrs == {"size": (1, None, 4, 2)}
+    assert absorbed_op(form, (0, 1, 6), values, tags, {3, 5}) is None
     # view_copy copies: a reshape, written to its own memory where read outside, never replayed
-    assert absorbed_op("aten::view_copy.out", (0, 1, 6), values, tags, {3}).op == "reshape"
+    assert absorbed_op(XnnpackBackend.absorbed_forms["aten::view_copy.out"], (0, 1, 6), values, tags, {3}).op == \
+        "reshape"
 
 
 def test_a_reshape_read_outside_is_an_output_of_the_merged_graph_and_a_view_is_not():

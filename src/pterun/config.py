@@ -14,6 +14,10 @@ variable, then the default:
 * merging neighbouring delegate calls: ``Runtime(merge_delegates=)``, ``PTERUN_NO_MERGE`` (set to anything: off), on;
 * random seed: ``Runtime(seed=)``, else OS entropy (no variable).
 
+The rule is written once, in :func:`resolve`, which ``load_program`` calls: a program's :class:`Settings` are
+decided there, once, and travel down as one frozen record (a thread count of None stays None: the process
+default as it is when a method runs, :func:`pterun.threads.resolve_threads`).
+
 The environment is read when a program is loaded (threads: when the process default is first needed), so a
 variable set before the first load counts. BLAS's own variables (:data:`BLAS_ENV`) are only looked at, to leave
 BLAS alone when the user set one. Nothing else in pterun reads ``os.environ``.
@@ -22,14 +26,19 @@ Example::
 
     >>> check_engine("NumPy", "engine")
     'numpy'
+    >>> resolve({"engine": "numpy"}, {"engine": "litert", "fold": False}).engine
+    'numpy'
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
+from typing import NamedTuple
 
 __all__ = [
     "BLAS_ENV",
+    "Settings",
     "ENGINE_CHOICES",
     "ENV_ENGINE",
     "ENV_ET_OUTPUT",
@@ -47,6 +56,7 @@ __all__ = [
     "env_merge",
     "env_tensor_output",
     "env_threads",
+    "resolve",
 ]
 
 ENGINE_CHOICES = ("auto", "numpy", "litert")
@@ -138,3 +148,43 @@ def env_tensor_output() -> str | None:
 def blas_env_set() -> list[str]:
     """The BLAS thread variables (:data:`BLAS_ENV`) the user set."""
     return [v for v in BLAS_ENV if os.environ.get(v)]
+
+
+class Settings(NamedTuple):
+    """How one program loads and runs, decided once by :func:`resolve` when it is loaded.
+
+    ``engine``: what runs XNNPACK delegates (:data:`ENGINE_CHOICES`); ``tensor_output``: what tensor outputs are
+    (:data:`TENSOR_OUTPUT_CHOICES`); ``fold``: constant folding and repeated-read sharing at load; ``merge``:
+    merging neighbouring delegate calls; ``seed``: of each method's random generator (None: OS entropy);
+    ``num_threads``: the threads its methods compute on (None: the process default, as it is when a method
+    runs).
+    """
+
+    engine: str = "auto"
+    tensor_output: str = "numpy"
+    fold: bool = True
+    merge: bool = True
+    seed: int | None = None
+    num_threads: int | None = None
+
+
+def _env_off(name: str):
+    return lambda: False if os.environ.get(name) else None
+
+
+#: each setting's environment variable reader (None: nothing set); settings without one read nothing
+_FROM_ENV = {"engine": env_engine, "tensor_output": env_tensor_output, "fold": _env_off(ENV_NO_FOLD),
+             "merge": _env_off(ENV_NO_MERGE)}
+
+
+def resolve(*layers: Mapping[str, object]) -> Settings:
+    """The settings of a program: for each field, the first of ``layers`` (the argument, then the Runtime's own
+    choices) that gives it a value other than None, else its environment variable, else the default. Values in
+    ``layers`` are expected checked (:func:`check_engine`, ...); the environment is checked here."""
+    values = {}
+    for name, default in Settings._field_defaults.items():
+        v = next((layer[name] for layer in layers if layer.get(name) is not None), None)
+        if v is None and name in _FROM_ENV:
+            v = _FROM_ENV[name]()
+        values[name] = default if v is None else v
+    return Settings(**values)

@@ -52,20 +52,14 @@ class Verification(enum.IntEnum):
     InternalConsistency = 1
 
 
-def _resolve_engine(*choices) -> str:
-    """The first given of (argument, Runtime setting), else ``$PTERUN_ENGINE``, else "auto"; "litert" is checked to
-    be importable now, so a missing LiteRT is an error at load rather than at the first delegate."""
-    engine = next((c for c in choices if c is not None), None)
-    if engine is None:
-        engine = config.env_engine() or "auto"
-    if engine == "litert":
-        from pterun.delegates.xnnpack.litert_engine import available
+def _check_engine_available(settings: config.Settings) -> None:
+    """A program loaded with engine "litert" fails now, not at its first delegate, where LiteRT is missing."""
+    if settings.engine == "litert":
+        from pterun.delegates.xnnpack.litert_engine.env import available, unavailable_error
 
         why = available()
         if why is not None:
-            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {why} "
-                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
-    return engine
+            raise unavailable_error(why)
 
 
 class BackendRegistry:
@@ -141,11 +135,16 @@ class Runtime:
         else:
             threads.num_threads()  # a bad $PTERUN_NUM_THREADS fails here, not inside a kernel
 
+    def _choices(self) -> dict:
+        """This Runtime's own settings (None: not chosen), the second layer of :func:`pterun.config.resolve`."""
+        return {"engine": self.engine, "tensor_output": self.tensor_output, "fold": self.fold,
+                "merge": self.merge_delegates, "seed": self.seed, "num_threads": self._threads}
+
     @property
     def num_threads(self) -> int:
         """The threads this runtime's methods compute on (see ``num_threads=``; without it, the process
         default as it is now)."""
-        return self._threads if self._threads is not None else threads.process_num_threads()
+        return threads.resolve_threads(self._threads)
 
     @staticmethod
     @functools.lru_cache(maxsize=1)
@@ -178,23 +177,17 @@ class Runtime:
             TypeError: ``data`` is of an unsupported type.
             DelegateError: ``engine="litert"`` but LiteRT is not installed.
         """
-        engine = _resolve_engine(None if engine is None else config.check_engine(engine), self.engine)
-        if tensor_output is not None:
-            out = config.check_tensor_output(tensor_output)
-        elif self.tensor_output is not None:
-            out = self.tensor_output
-        else:
-            out = config.env_tensor_output() or "numpy"
+        settings = config.resolve({"engine": None if engine is None else config.check_engine(engine),
+                                   "tensor_output": None if tensor_output is None else
+                                   config.check_tensor_output(tensor_output)}, self._choices())
+        _check_engine_available(settings)
         _hold_blas()
         buf, name, keepalive = _open(data)
         pf = _guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
             _guard(pf.verify_all, name=name)
         external = _open_data_files(data_path)
-        fold = self.fold if self.fold is not None else config.env_fold()
-        merge = self.merge_delegates if self.merge_delegates is not None else config.env_merge()
-        return Program(pf, out, (keepalive, [k for _, k in external]), tuple(p for p, _ in external), engine,
-                       fold=fold, seed=self.seed, num_threads=self._threads, merge=merge)
+        return Program(pf, settings, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
 
     def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
                              verification: Verification = Verification.InternalConsistency,
@@ -390,31 +383,31 @@ class MethodMeta:
 class Program:
     """A loaded ``.pte`` program. Methods load lazily with :meth:`load_method` and are cached."""
 
-    def __init__(self, pf: ProgramFile, tensor_output: str, keepalive: Any, external: tuple = (),
-                 engine: str = "auto", *, fold: bool = True, seed: int | None = None, num_threads: int | None = None,
-                 merge: bool = True):
+    def __init__(self, pf: ProgramFile, settings: config.Settings, keepalive: Any, external: tuple = ()):
         self._pf = pf
-        # the Runtime's configuration, passed to every method
-        self._fold, self._seed, self._threads, self._merge = fold, seed, num_threads, merge
-        self._engine = engine
+        self._settings = settings  # decided once, by load_program; every method loads with them
         self._external = external
         self._keepalive = keepalive
-        self._tensor_output = tensor_output
-        self._torch = import_torch() if tensor_output == "torch" else None
+        self._torch = import_torch() if settings.tensor_output == "torch" else None
         self._methods: dict[str, Method] = {}
         self._shared_arenas: dict = {}
         self._lock = threading.Lock()
 
     @property
+    def settings(self) -> config.Settings:
+        """How this program loads and runs (:class:`pterun.config.Settings`), decided when it was loaded."""
+        return self._settings
+
+    @property
     def tensor_output(self) -> str:
         """``"numpy"`` or ``"torch"``: fixed when the program was loaded."""
-        return self._tensor_output
+        return self._settings.tensor_output
 
     @property
     def engine(self) -> str:
         """``"auto"``, ``"numpy"`` or ``"litert"``: the engine choice for XNNPACK delegates, fixed at load. What
         each delegate runs on is in :attr:`Method.delegates`."""
-        return self._engine
+        return self._settings.engine
 
     @property
     def method_names(self) -> set[str]:
@@ -461,12 +454,10 @@ class Program:
             if m is None:
                 plan = self._plan(name)
                 token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
-                prev = threads.use_threads(self._threads)  # folding at load runs on the Runtime's threads
+                prev = threads.use_threads(self._settings.num_threads)  # folding at load runs on its threads
                 try:
-                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, shared_arenas=self._shared_arenas,
-                                                      external=self._external, engine=self._engine,
-                                                      fold=self._fold, seed=self._seed, num_threads=self._threads,
-                                                      merge=self._merge),
+                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, self._settings,
+                                                      shared_arenas=self._shared_arenas, external=self._external),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
                     threads.use_threads(prev)
@@ -475,7 +466,7 @@ class Program:
             return m
 
     def __repr__(self) -> str:
-        return f"Program({self._pf.name!r}, methods={sorted(self.method_names)}, tensor_output={self._tensor_output!r})"
+        return f"Program({self._pf.name!r}, methods={sorted(self.method_names)}, tensor_output={self.tensor_output!r})"
 
 
 class Method:

@@ -44,8 +44,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["set_blas_threads", "blas_threads", "hold_blas", "set_num_threads", "num_threads", "default_num_threads",
-           "use_threads", "current", "process_num_threads", "parallel_for", "split_dot", "splittable", "ENV_THREADS",
-           "BLAS_ENV"]
+           "use_threads", "current", "process_num_threads", "resolve_threads", "parallel_for", "split_dot", "splittable",
+           "ENV_THREADS", "BLAS_ENV"]
 
 _SETTERS = ("openblas_set_num_threads", "openblas_set_num_threads64_", "scipy_openblas_set_num_threads64_",
             "scipy_openblas_set_num_threads")
@@ -220,6 +220,12 @@ def process_num_threads() -> int:
     """The process default alone (:func:`set_num_threads`, else ``$PTERUN_NUM_THREADS``, else the cores)."""
     w = _width
     return w if w is not None else _resolve()
+
+
+def resolve_threads(n: int | None) -> int:
+    """``n``, or the process default where it is None (:func:`process_num_threads`): what a Runtime's count means
+    at the moment it is asked for."""
+    return n if n is not None else process_num_threads()
 
 
 def use_threads(n: int | None) -> int | None:

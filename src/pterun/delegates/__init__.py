@@ -16,7 +16,8 @@ Example::
 from __future__ import annotations
 
 import importlib
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
+from types import MappingProxyType
 from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
@@ -24,16 +25,16 @@ import numpy as np
 __all__ = ["Backend", "DelegateContext", "DelegateInfo", "BACKENDS", "register_backend"]
 
 
-class DelegateContext:
+class DelegateContext(NamedTuple):
     """What a backend may need at init besides its blob.
 
     ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
     read-only uint8 array; it raises :class:`~pterun.errors.NamedDataNotFoundError` for an unknown key.
     ``engine`` is the program's engine choice, ``"auto"``, ``"numpy"`` or ``"litert"`` (backends with a single
-    engine ignore it). ``call_args`` lists, for each DelegateCall of this delegate, the largest element count
-    each argument can hold (None for an argument that is not a tensor), so a backend can check at load that its
-    graph fits the memory the program gives it. ``num_threads`` is the thread count of the Runtime that loads
-    the method (an engine that fixes its threads at load, as LiteRT does, takes it from here).
+    engine ignore it). ``num_threads`` is the thread count of the Runtime that loads the method, resolved (an
+    engine that fixes its threads at load, as LiteRT does, takes it from here). ``call_args`` lists, for each
+    DelegateCall of this delegate, the largest element count each argument can hold (None for an argument that
+    is not a tensor), so a backend can check at load that its graph fits the memory the program gives it.
     ``dynamic_sizes`` are the upper bounds of the dims in which the method's dynamic inputs may vary (a token
     count's 511), and ``dynamic_args`` says, per argument of the first DelegateCall, whether its tensor is
     dynamic: an engine that sizes its memory at load (LiteRT) prepares such inputs with those dims at 1 and grows
@@ -43,23 +44,16 @@ class DelegateContext:
     whole method together), or None where nobody will (each delegate is then ready when ``init`` returns).
     """
 
-    __slots__ = ("program_name", "method_name", "delegate_index", "named_data", "engine", "call_args", "num_threads",
-                 "dynamic_sizes", "dynamic_args", "finish")
-
-    def __init__(self, program_name: str, method_name: str, delegate_index: int,
-                 named_data: Callable[[str], np.ndarray], engine: str = "auto", call_args: tuple = (),
-                 num_threads: int = 1, dynamic_sizes: frozenset = frozenset(), dynamic_args: tuple = (),
-                 finish: list | None = None):
-        self.program_name = program_name
-        self.method_name = method_name
-        self.delegate_index = delegate_index
-        self.named_data = named_data
-        self.engine = engine
-        self.call_args = call_args
-        self.num_threads = num_threads
-        self.dynamic_sizes = dynamic_sizes
-        self.dynamic_args = dynamic_args
-        self.finish = finish
+    program_name: str
+    method_name: str
+    delegate_index: int
+    named_data: Callable[[str], np.ndarray]
+    engine: str = "auto"
+    num_threads: int = 1
+    call_args: tuple = ()
+    dynamic_sizes: frozenset = frozenset()
+    dynamic_args: tuple = ()
+    finish: list | None = None
 
 
 class DelegateInfo(NamedTuple):
@@ -82,19 +76,44 @@ class Executor(Protocol):
     def execute(self, args: list) -> None: ...
 
 
-class Backend(Protocol):
-    name: str
+class Backend:
+    """A delegate backend. ``init`` is what every backend has; the rest are hooks with defaults that say "nothing
+    to offer", which a backend overrides where it can do better:
 
-    def is_available(self) -> bool: ...
+    * ``outputs(blob)``: which DelegateCall arguments the delegate writes (the rest it reads), so load passes can
+      follow values through it (:mod:`pterun.interp.access`); None: not known, every argument counts as read.
+    * ``absorbed_forms``: operator name -> the form (:class:`pterun.interp.merge.Absorbed` ``op``) in which a
+      merged graph can hold that operator between two of its delegate calls; ``merges`` says whether the backend
+      builds merged calls at all, and ``merge(...)`` builds one (:mod:`pterun.interp.merge`), or declines with
+      None.
+    * ``describe(blob, named_data, engine)``: what ``pterun inspect`` shows of a payload, as JSON-ready values.
+    """
+
+    name: str = ""
+    merges: bool = False
+    absorbed_forms: Mapping[str, str] = MappingProxyType({})
+
+    def is_available(self) -> bool:
+        return True
 
     def init(self, blob: np.ndarray, compile_specs: tuple[tuple[str, bytes], ...], ctx: DelegateContext) -> Executor:
         """Compile ``blob`` once; raise :class:`~pterun.errors.DelegateError` for anything it cannot run."""
-        ...
+        raise NotImplementedError
 
-    # Optional, for backends that can run several delegate calls as one (pterun.interp.merge):
-    # absorbs(op) -> bool: whether its merged graph can hold an operator (an interp.merge.Absorbed);
-    # merge(parts, blobs, ctx, outside, tensors) -> (executor, argument slots) | None: one executor for a run
-    # of parts (DelegateParts and Absorbed operators, in order), or None to leave the calls separate.
+    def outputs(self, blob: np.ndarray) -> frozenset[int] | None:
+        return None
+
+    def absorbs(self, op) -> bool:
+        """Whether a merged graph can hold the operator ``op`` (an :class:`pterun.interp.merge.Absorbed`)."""
+        return False
+
+    def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):
+        """One executor for a run of ``parts`` (DelegateParts and Absorbed operators, in order), as (executor,
+        argument slots), or None to leave the calls separate."""
+        return None
+
+    def describe(self, blob: np.ndarray, named_data: Callable[[str], np.ndarray], engine: str) -> dict:
+        return {}
 
 
 class _Registry(MutableMapping):

@@ -3,7 +3,7 @@
 A step (pterun.interp.steps) is a zero-argument function called for its effect; its return value is ignored. A
 chain with control flow also holds :class:`JumpFalse` records, which say where to go next; the chain's ``jumps``
 lists, per position, None or the JumpFalse's ``target``. Errors are reported
-with the failing instruction's operator and index. :func:`pterun.interp.observe.run_observed` is the same loop
+with the failing instruction's operator and index. A chain is a :class:`pterun.interp.steps.Chain`. :func:`pterun.interp.observe.run_observed` is the same loop
 with a hook around each step.
 """
 
@@ -25,7 +25,7 @@ class JumpFalse:
 
 
 def run_chains(runner) -> None:
-    for jumps, steps, info in runner.chains:
+    for jumps, steps, info, _, _ in runner.chains:
         pc = 0
         try:
             if not jumps:

@@ -4,18 +4,20 @@ ExecuTorch runs each delegate of a program on its own, with the portable operato
 decode step of an exported LLM that is ~120 XNNPACK calls, most of them a handful of elementwise nodes, separated
 by nothing or by one ``mean`` (the RMSNorm's). Each call costs a boundary: copying inputs in and outputs out, and
 the backend's own invocation. This pass finds *runs*: instructions of one chain that are DelegateCalls to the same
-backend, or operators that backend can run inside its graph (:class:`Absorbed`), with nothing else between. A
-backend that offers ``merge(parts, outside, ctx)`` then builds one executor for the run, or declines (returns
-None), and the delegates run one by one as before.
+backend, or operators that backend can run inside its graph (:class:`Absorbed`: the operators its
+``absorbed_forms`` names, read here in that form), with nothing else between. The backend's ``merge`` then builds
+one executor for the run, or declines (returns None), and the delegates run one by one as before.
 
 What a run reads from outside becomes the merged call's inputs; what it writes that anything outside the run
 reads (a later instruction, another chain, a method output) becomes its outputs. Values only the run itself reads
-never reach the method's memory. Chains with jumps are left alone (a jump could land inside a run).
+never reach the method's memory. Two values may be one buffer, so "reads" is worked out by bytes
+(:mod:`pterun.interp.access`): a value is read outside when any value over its bytes is. Chains with jumps are
+left alone (a jump could land inside a run).
 
 Example::
 
-    >>> runs = find_runs(plan, values, tags, backend_of)     # doctest: +SKIP
-    >>> [(r.chain, r.start, r.stop) for r in runs]           # doctest: +SKIP
+    >>> runs = find_runs(plan, values, tags, volatile, mergers, absorbed, later, acc)   # doctest: +SKIP
+    >>> [(r.chain, r.start, r.stop) for r in runs]                                      # doctest: +SKIP
     [(0, 101, 112), ...]
 """
 
@@ -64,16 +66,17 @@ class Run(NamedTuple):
     deferred: tuple = ()
 
 
-def absorbed_op(name: str, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
-    """The :class:`Absorbed` form of a KernelCall on float32 tensors, or None when it has none: ``mean`` (a
-    ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its input) and
-    ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time (a fixed
-    -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and ``slice``
-    (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
-    form = _FORMS.get(name)
-    if form is None:
+def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
+    """The :class:`Absorbed` record of a KernelCall on float32 tensors read in ``form`` (the form a backend names
+    for its operator, :attr:`pterun.delegates.Backend.absorbed_forms`), or None when its arguments do not fit:
+    ``mean`` (a ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its
+    input) and ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time
+    (a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and
+    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
+    reader = _READERS.get(form)
+    if reader is None:
         return None
-    arity, make = form
+    arity, make = reader
     if len(args) not in (arity, arity + 1) or (len(args) == arity + 1 and args[-1] != args[arity - 1]):
         return None
     x, out = args[0], args[arity - 1]
@@ -151,22 +154,17 @@ def _slice(args, values, tags, volatile, rank):
     return {"op": "slice", "dim": dim % rank, "start": start, "end": end}
 
 
-# operator -> (arguments up to and including ``out``, attributes maker)
-_FORMS = {
-    "aten::mean.out": (5, _mean),
-    "executorch_prim::et_view.default": (3, _view),
-    "aten::view_copy.out": (3, _reshape),
-    "aten::squeeze_copy.dims_out": (3, _squeeze),
-    "aten::squeeze_copy.dim_out": (3, _squeeze),
-    "aten::slice_copy.Tensor_out": (6, _slice),
-}
+# form -> (arguments up to and including ``out``, attributes maker)
+_READERS = {"mean": (5, _mean), "view": (3, _view), "reshape": (3, _reshape), "squeeze": (3, _squeeze),
+            "slice": (6, _slice)}
 
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
-              absorbs: Callable[[str, Absorbed], bool], later: Callable | None = None,
+              absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
               acc: Accesses | None = None) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend. ``mergers(delegate_index)`` names the delegate's backend
-    when that backend can merge, else None; ``absorbs(backend, absorbed)`` says whether it can run an operator.
+    when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
+    of a KernelCall the backend can run inside its merged graph, else None.
 
     ``later(instruction)``, when given, lets a run reach past KernelCalls the backend cannot hold: it returns the
     (read, written) slots of a KernelCall that may run after the merged call instead of before it, or None.
@@ -201,8 +199,8 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
                 if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
                     items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
                 elif nxt.kind == KERNEL_CALL:
-                    op = absorbed_op(plan.operators[nxt.op_index], tuple(nxt.args), values, tags, volatile)
-                    if op is not None and absorbs(backend, op):
+                    op = absorbed(backend, plan.operators[nxt.op_index], tuple(nxt.args))
+                    if op is not None:
                         items.append((j, op))
                     elif later is not None and later(nxt) is not None:
                         items.append((j, None))

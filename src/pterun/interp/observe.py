@@ -110,7 +110,8 @@ def _node_reader(read: Callable[[], list]) -> Callable[[], list]:
 
 def run_observed(runner, hook) -> None:
     """Run ``runner``'s chains with ``hook`` around every step (and every node of delegates that report theirs)."""
-    for (jumps, steps, info), events, delegates in zip(runner.chains, runner.events, runner.delegate_steps):
+    for chain in runner.chains:
+        jumps, steps, info, events, delegates = chain
         pc, count, n = 0, 0, len(steps)
         limit = runner.instruction_limit
         try:

@@ -1,20 +1,30 @@
-"""Pass 3, step building: every instruction becomes a step, a zero-argument function called for its effect.
+"""Pass 4, step building: every instruction becomes a step, a zero-argument function called for its effect.
 
 Arguments are bound once (pterun.interp.binding): constants are passed as they are, values that can change while
 the method runs (volatile) through getters. A kernel whose arguments are all fixed may hand back a fast path
 (kernels/fast.py). The one step protocol: a step's return value is ignored; a JumpFalseCall is not a step but a
 :class:`JumpFalse`, which the loop (pterun.interp.loop) asks where to go. Each step also gets an
 :class:`~pterun.interp.observe.Event`: what an execute hook is shown, and how to read the step's outputs.
+Instructions whose inputs are constants are folded on the way (pterun.interp.fold), and repeated reads of one
+input element left out (pterun.interp.repeats). :func:`build_steps` returns a :class:`Steps` record.
+
+Example::
+
+    >>> built = build_steps(plan, values, analysis, delegates, binder, where, folder, repeats, seed=None)  # doctest: +SKIP
+    >>> [len(c.steps) for c in built.chains], len(built.folded)                                            # doctest: +SKIP
+    ([134], 12)
 """
 
 from __future__ import annotations
 
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 
+from pterun.errors import InvalidProgramError
 from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL,
-                                   MOVE_CALL, STATIC, TAG_NAMES, TENSOR, ExecutionPlan)
+                                   MOVE_CALL, TAG_NAMES, TENSOR)
 from pterun.interp.access import kernels_for, written_slots
 from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry
@@ -22,144 +32,177 @@ from pterun.interp.loop import JumpFalse
 from pterun.interp.observe import Event, slot_reader
 from pterun.interp.tensor import Tensor
 
+__all__ = ["Chain", "RandomSource", "Steps", "build_steps"]
 
-def find_volatile(plan: ExecutionPlan, tags: list) -> set[int]:
-    """Slots whose content or tensor view can change during a run."""
-    KERNELS = kernels_for(ins for c in plan.chains for ins in c)
-    vol = set()
-    for i, (tag, p) in enumerate(plan.values):
-        if tag == TENSOR and p.dynamism != STATIC:
-            vol.add(i)
-    for chain in plan.chains:
-        for ins in chain:
-            if ins.kind == MOVE_CALL:
-                vol.add(ins.move_to)
-            elif ins.kind == FREE_CALL:
-                vol.add(ins.value_index)
-            elif ins.kind == KERNEL_CALL:
-                k, b = KERNELS[plan.operators[ins.op_index]], ins.args
-                if k.raw:
-                    positions = range(len(b)) if k.volatile_args is None else k.volatile_args
-                    vol.update(b[p] for p in positions if p < len(b))
-                elif not k.schema.mutable and b and tags[b[-1]] in (INT, DOUBLE, BOOL):
-                    vol.add(b[-1])
-    return vol
+
+class Chain(NamedTuple):
+    """One chain, ready to run. ``steps`` in order; ``jumps``: empty for a chain without jumps, else per position
+    None for a step or the JumpFalse's ``target``; ``info``: per step (name, arguments, the program's instruction
+    index), for errors; ``events``: per step, what an execute hook is shown (pterun.interp.observe); ``delegates``:
+    step position -> (executor, argument getter) for the delegates that can report their nodes."""
+
+    jumps: tuple
+    steps: list
+    info: list
+    events: list
+    delegates: dict
+
+
+class Steps(NamedTuple):
+    """What step building returns: the ``chains``; ``folded``: (chain, instruction, operator) of each instruction
+    computed at load, and ``folded_events`` the same as Method.trace reports them; ``random``: the method's
+    random generator (:class:`RandomSource`)."""
+
+    chains: tuple
+    folded: tuple
+    folded_events: tuple
+    random: RandomSource
+
+
+class RandomSource:
+    """The random generator a method's random kernels draw from (``Runtime(seed=)``; None: OS entropy), made when
+    the first random kernel's step is built (``numpy.random`` is not free to import)."""
+
+    def __init__(self, seed: int | None):
+        self.seed = seed
+        self.rng = None
+
+    def generator(self) -> np.random.Generator:
+        if self.rng is None:
+            self.rng = np.random.default_rng(self.seed)
+        return self.rng
+
+
+def build_steps(plan, values: list, analysis, delegates, binder, where: str, folder=None,
+                repeats=(frozenset(), {}), seed: int | None = None) -> Steps:
+    """The :class:`Steps` of a method: ``analysis`` (pterun.interp.analysis), ``delegates`` (its
+    pterun.interp.delegates record), ``binder`` (pterun.interp.binding), ``folder`` (a Folder, or None: nothing is
+    folded) and ``repeats`` (pterun.interp.repeats.find_repeats, for the first chain)."""
+    builder = StepBuilder(plan, values, analysis, delegates, binder, where, folder, repeats, RandomSource(seed))
+    chains = tuple(builder.build_chain(c, ci) for ci, c in enumerate(plan.chains))
+    return Steps(chains, tuple(builder.folded), tuple(builder.folded_events), builder.random)
+
+
+class _Parts:
+    """What one chain's instructions become, in order (a FreeCall leaves None: no step)."""
+
+    def __init__(self):
+        self.steps, self.info, self.events, self.delegates = [], [], [], {}
+        self.has_jumps = False
+
+    def add(self, step, info: tuple, event: Event) -> None:
+        self.steps.append(step)
+        self.info.append(info)
+        self.events.append(event)
+
+    def chain(self) -> Chain:
+        if not self.has_jumps:  # FreeCalls leave no step
+            keep = [k for k, s in enumerate(self.steps) if s is not None]
+            delegates = {keep.index(k): v for k, v in self.delegates.items()}
+            return Chain((), [self.steps[k] for k in keep], [self.info[k] for k in keep],
+                         [self.events[k] for k in keep], delegates)
+        steps = [_noop if s is None else s for s in self.steps]
+        jumps = tuple(s.target if type(s) is JumpFalse else None for s in steps)
+        return Chain(jumps, steps, self.info, self.events, self.delegates)
 
 
 class StepBuilder:
-    """Builds the steps of one method over its live values (see MethodRunner, which owns what is built)."""
+    """Builds the steps of one method's chains over its live values; what it folds it keeps in ``folded``."""
 
-    def __init__(self, runner, folder):
-        self.plan, self.values, self.tags, self.volatile = runner.plan, runner.values, runner.tags, runner.volatile
-        self.binder, self.executors, self.where, self.fail = runner.binder, runner.executors, runner.where, runner.fail
+    def __init__(self, plan, values: list, analysis, delegates, binder, where: str, folder, repeats,
+                 random: RandomSource):
+        self.plan, self.values, self.tags, self.volatile = plan, values, analysis.tags, analysis.volatile
+        self.binder, self.executors, self.where = binder, delegates.executors, where
+        self.merged, self.absorbed = delegates.merged, delegates.absorbed
         self.folder = folder  # pterun.interp.fold.Folder, or None: nothing is folded
-        self.folded, self.folded_events = runner.folded, runner.folded_events
-        self.events, self.delegate_steps = runner.events, runner.delegate_steps
-        self.runner = runner
-        self.repeats = (frozenset(), {})  # pterun.interp.repeats.find_repeats, when folding is on
-        if folder is not None:
-            from pterun.interp.repeats import find_repeats
-            self.repeats = find_repeats(self.plan, self.values, self.tags, self.volatile, runner.accesses())
+        self.repeats = repeats
+        self.random = random
+        self.folded: list[tuple[int, int, str]] = []
+        self.folded_events: list[Event] = []
 
-    def generator(self):
-        """The method's random generator (``Runtime(seed=)``), made on first use."""
-        r = self.runner
-        if r.rng is None:
-            r.rng = np.random.default_rng(r.seed)
-        return r.rng
+    def fail(self, what: str) -> InvalidProgramError:
+        return InvalidProgramError(f"{self.where}: {what}")
 
-    def build_chain(self, chain, ci: int):
-        # steps are built in program order, so an instruction computed at load (folded) is done before any
-        # later step binds its output; ``info`` entries are (name, arguments, instruction index); ``events`` what
-        # an execute hook is shown for each step (pterun.interp.observe); ``delegates`` step position ->
-        # (executor, argument getter) for delegates that can report their nodes
-        KERNELS = kernels_for(chain)
-        steps, info, events, delegates = [], [], [], {}
-        has_jumps = False
-        values, tags = self.values, self.tags
-        merged = self.runner.merged  # (chain, first instruction) -> (run, executor, argument slots)
-        absorbed = self.runner.absorbed  # (chain, instruction) of every instruction a merged call runs
+    def build_chain(self, chain, ci: int) -> Chain:
+        # steps are built in program order, so an instruction computed at load (folded) is done before any later
+        # step binds its output
+        parts = _Parts()
+        kernels = kernels_for(chain)
         # repeated reads of one input element into a scalar (pterun.interp.repeats): left out, and the first
         # read's result copied to their scalar slots
-        skip, fan_out = self.repeats if ci == 0 else (frozenset(), {})
-
-        def kernel_call(ins, pc: int) -> None:
-            if pc in skip:
-                return
-            name, b = self.plan.operators[ins.op_index], ins.args
-            kernel = KERNELS[name]
-            if name in GEOMETRY_CHECKS:
-                self._check_geometry(kernel, b, pc)
-            read = slot_reader(values, tags, written_slots(kernel, b))
-            if self.folder is not None and self.folder.fold(kernel, b, ci, pc):
-                self.folded.append((ci, pc, name))
-                self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
-                return
-            step, detail = self._kernel_step(kernel, b, pc), None
-            if pc in fan_out:
-                step = _fanned_out(step, values, b[-1], tuple(slot for _, slot in fan_out[pc]))
-                detail = (f"also gives the result of instructions {', '.join(str(q) for q, _ in fan_out[pc])}, "
-                          "which read the same element")
-            steps.append(step)
-            info.append((name, b, pc))
-            events.append(Event(ci, pc, "KernelCall", name, read, detail=detail))
-
+        repeats = self.repeats if ci == 0 else (frozenset(), {})
         for pc, ins in enumerate(chain):
-            kind = ins.kind
-            if (ci, pc) in absorbed:
-                if (ci, pc) in merged:
-                    run, ex, b = merged[ci, pc]
-                    name = f"delegate {run.backend}"
-                    steps.append(self._executor_step(ex, b))
-                    info.append((name, b, pc))
-                    read = slot_reader(values, tags, _delegate_outputs(ex, b))
-                    later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
-                    events.append(Event(ci, pc, "DelegateCall", name, read,
-                                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call{later}"))
-                    for d in run.deferred:  # instructions the merged call moved past: in program order, after it
-                        kernel_call(chain[d], d)
-                continue
-            if kind == KERNEL_CALL:
-                kernel_call(ins, pc)
-            elif kind == DELEGATE_CALL:
-                a, b = ins.delegate_index, ins.args
-                ex = self.executors[a]
-                name = f"delegate {self.plan.delegates[a].backend_id}"
-                if hasattr(ex, "execute_observed"):
-                    delegates[len(steps)] = (ex, partial(_args_of, values, b))
-                steps.append(self._delegate_step(a, b))
-                info.append((name, b, pc))
-                events.append(Event(ci, pc, "DelegateCall", name, slot_reader(values, tags, _delegate_outputs(ex, b))))
-            elif kind == MOVE_CALL:
-                a, b = ins.move_from, ins.move_to
-                steps.append(self._move_step(a, b))
-                info.append(("MoveCall", (a, b), pc))
-                events.append(Event(ci, pc, "MoveCall", "MoveCall", slot_reader(values, tags, (b,))))
-            elif kind == JUMP_FALSE_CALL:
-                a, b = ins.cond_value_index, ins.destination_instruction
-                if not 0 <= b <= len(chain):
-                    raise self.fail(f"JumpFalseCall at instruction {pc} jumps to {b}, outside the chain "
-                                    f"(0..{len(chain)})")
-                steps.append(self._jump_step(a, b, pc))
-                info.append(("JumpFalseCall", (a,), pc))
-                events.append(Event(ci, pc, "JumpFalseCall", "JumpFalseCall", list))
-                has_jumps = True
-            elif kind == FREE_CALL:
-                a = ins.value_index
-                if self.tags[a] != TENSOR:
-                    raise self.fail(f"FreeCall at instruction {pc} frees value {a}, which is not a tensor")
-                steps.append(None)  # memory is reused by the plan; nothing to release here
-                info.append(("FreeCall", (a,), pc))
-                events.append(Event(ci, pc, "FreeCall", "FreeCall", list))
-        self.events.append(events)
-        if not has_jumps:
-            keep = [k for k, s in enumerate(steps) if s is not None]
-            self.delegate_steps.append({keep.index(k): v for k, v in delegates.items()})
-            self.events[-1] = [events[k] for k in keep]
-            return False, [steps[k] for k in keep], [info[k] for k in keep]
-        self.delegate_steps.append(delegates)
-        steps = [_noop if s is None else s for s in steps]
-        return tuple(s.target if type(s) is JumpFalse else None for s in steps), steps, info
+            if (ci, pc) in self.absorbed:
+                if (ci, pc) in self.merged:
+                    self._merged_call(parts, chain, ci, pc, kernels, repeats)
+            elif ins.kind == KERNEL_CALL:
+                self._kernel_call(parts, ins, ci, pc, kernels, repeats)
+            elif ins.kind == DELEGATE_CALL:
+                self._delegate_call(parts, ins, ci, pc)
+            else:
+                self._control(parts, ins, ci, pc, len(chain))
+        return parts.chain()
+
+    def _kernel_call(self, parts: _Parts, ins, ci: int, pc: int, kernels: dict, repeats) -> None:
+        skip, fan_out = repeats
+        if pc in skip:
+            return
+        name, b = self.plan.operators[ins.op_index], ins.args
+        kernel = kernels[name]
+        if name in GEOMETRY_CHECKS:
+            self._check_geometry(kernel, b, pc)
+        read = slot_reader(self.values, self.tags, written_slots(kernel, b))
+        if self.folder is not None and self.folder.fold(kernel, b, ci, pc):
+            self.folded.append((ci, pc, name))
+            self.folded_events.append(Event(ci, pc, "KernelCall", name, read))
+            return
+        step, detail = self._kernel_step(kernel, b, pc), None
+        if pc in fan_out:
+            step = _fanned_out(step, self.values, b[-1], tuple(slot for _, slot in fan_out[pc]))
+            detail = (f"also gives the result of instructions {', '.join(str(q) for q, _ in fan_out[pc])}, "
+                      "which read the same element")
+        parts.add(step, (name, b, pc), Event(ci, pc, "KernelCall", name, read, detail=detail))
+
+    def _merged_call(self, parts: _Parts, chain, ci: int, pc: int, kernels: dict, repeats) -> None:
+        run, ex, b = self.merged[ci, pc]
+        name = f"delegate {run.backend}"
+        read = slot_reader(self.values, self.tags, _delegate_outputs(ex, b))
+        later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
+        parts.add(self._executor_step(ex, b), (name, b, pc),
+                  Event(ci, pc, "DelegateCall", name, read,
+                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call{later}"))
+        for d in run.deferred:  # instructions the merged call moved past: in program order, after it
+            self._kernel_call(parts, chain[d], ci, d, kernels, repeats)
+
+    def _delegate_call(self, parts: _Parts, ins, ci: int, pc: int) -> None:
+        a, b = ins.delegate_index, ins.args
+        ex = self.executors[a]
+        name = f"delegate {self.plan.delegates[a].backend_id}"
+        if hasattr(ex, "execute_observed"):
+            parts.delegates[len(parts.steps)] = (ex, partial(_args_of, self.values, b))
+        parts.add(self._executor_step(ex, b), (name, b, pc),
+                  Event(ci, pc, "DelegateCall", name, slot_reader(self.values, self.tags, _delegate_outputs(ex, b))))
+
+    def _control(self, parts: _Parts, ins, ci: int, pc: int, n: int) -> None:
+        """A MoveCall, JumpFalseCall or FreeCall."""
+        kind = ins.kind
+        if kind == MOVE_CALL:
+            a, b = ins.move_from, ins.move_to
+            parts.add(self._move_step(a, b), ("MoveCall", (a, b), pc),
+                      Event(ci, pc, "MoveCall", "MoveCall", slot_reader(self.values, self.tags, (b,))))
+        elif kind == JUMP_FALSE_CALL:
+            a, b = ins.cond_value_index, ins.destination_instruction
+            if not 0 <= b <= n:
+                raise self.fail(f"JumpFalseCall at instruction {pc} jumps to {b}, outside the chain (0..{n})")
+            parts.add(self._jump_step(a, b, pc), ("JumpFalseCall", (a,), pc),
+                      Event(ci, pc, "JumpFalseCall", "JumpFalseCall", list))
+            parts.has_jumps = True
+        elif kind == FREE_CALL:
+            a = ins.value_index
+            if self.tags[a] != TENSOR:
+                raise self.fail(f"FreeCall at instruction {pc} frees value {a}, which is not a tensor")
+            # memory is reused by the plan: nothing to release here
+            parts.add(None, ("FreeCall", (a,), pc), Event(ci, pc, "FreeCall", "FreeCall", list))
 
     def _check_geometry(self, kernel, args: tuple, pc: int) -> None:
         """Arguments fixed at load that drive a kernel's work (padding, windows, sizes) must give exactly the
@@ -182,32 +225,37 @@ class StepBuilder:
             raise self.fail(f"instruction {pc} ({kernel.name}): {problem}")
 
     def _kernel_step(self, kernel, args: tuple, pc: int):
-        where = f"instruction {pc} ({kernel.name})"
         values = self.values
         if kernel.raw:
             fn = kernel.fn
             return lambda: fn(values, args)
         schema = kernel.schema
         n = len(schema.args)
+        where = f"instruction {pc} ({kernel.name})"
         if len(args) not in (n, n + 1):
             raise self.fail(f"{where} has {len(args)} arguments; the schema {schema} takes {n} plus a return slot")
-        binder = self.binder
-        binder.where = f"{self.where}: {where}"
+        self.binder.where = f"{self.where}: {where}"
         consts, dyn = [], []
         for pos, (arg, vi) in enumerate(zip(schema.args, args)):
-            is_dyn, v = binder.bind(arg, vi)
+            is_dyn, v = self.binder.bind(arg, vi)
             consts.append(None if is_dyn else v)
             if is_dyn:
                 dyn.append((pos, v))
         fn = kernel.fn
         if kernel.random:  # the method's own generator, bound once
-            fn = partial(fn, rng=self.generator())
+            fn = partial(fn, rng=self.random.generator())
         if kernel.has_fast_path and not dyn:
             # every argument is fixed at load (static shapes, constant scalars): the kernel may hand back a
             # closure that computes straight into the output arrays, skipping promotion and the write-back
             fast = kernel.specialize(*consts)
             if fast is not None:
                 return fast
+        return _stepper(fn, consts, dyn, self._writer(kernel, args, where))
+
+    def _writer(self, kernel, args: tuple, where: str):
+        """``write(result)``: where a kernel's result goes (its out arguments, a return slot)."""
+        schema, binder, values = kernel.schema, self.binder, self.values
+        n = len(schema.args)
         if schema.mutable:
             writers = [binder.writer(schema.args[m], args[m]) for m in schema.mutable]
             if len(writers) == 1:
@@ -216,44 +264,25 @@ class StepBuilder:
                 def write(result):  # None: the kernel updated its argument in place
                     if result is not None:
                         w0(result)
-            else:
-                def write(results, writers=writers):
-                    for w, r in zip(writers, results):
-                        if r is not None:
-                            w(r)
-        elif len(args) == n + 1 and self.tags[args[-1]] == TENSOR:
+                return write
+
+            def write_all(results, writers=writers):
+                for w, r in zip(writers, results):
+                    if r is not None:
+                        w(r)
+            return write_all
+        if len(args) == n + 1 and self.tags[args[-1]] == TENSOR:
             # a functional op returning a new tensor (allclose.Tensor): the result goes into the return slot
-            write = binder.writer(None, args[-1])
-        else:
-            if len(args) != n + 1:
-                raise self.fail(f"{where} returns a value but has no return slot")
-            ret = args[-1]
-            if self.tags[ret] not in (INT, DOUBLE, BOOL):
-                raise self.fail(f"{where} returns a scalar into value {ret}, which is "
-                                f"{TAG_NAMES.get(self.tags[ret])}")
+            return binder.writer(None, args[-1])
+        if len(args) != n + 1:
+            raise self.fail(f"{where} returns a value but has no return slot")
+        ret = args[-1]
+        if self.tags[ret] not in (INT, DOUBLE, BOOL):
+            raise self.fail(f"{where} returns a scalar into value {ret}, which is {TAG_NAMES.get(self.tags[ret])}")
 
-            def write(r, ret=ret):
-                values[ret] = r
-        if not dyn:
-            return lambda: write(fn(*consts))
-        if len(dyn) == 1:
-            (p0, g0), = dyn
-
-            def step():
-                a = consts.copy()
-                a[p0] = g0()
-                write(fn(*a))
-            return step
-
-        def step():
-            a = consts.copy()
-            for p, g in dyn:
-                a[p] = g()
-            write(fn(*a))
-        return step
-
-    def _delegate_step(self, index: int, args: tuple):
-        return self._executor_step(self.executors[index], args)
+        def write_scalar(r, ret=ret):
+            values[ret] = r
+        return write_scalar
 
     def _executor_step(self, ex, args: tuple):
         """A step calling a delegate executor (one delegate's, or a merged run's) on the live values at ``args``."""
@@ -284,6 +313,27 @@ class StepBuilder:
 
 def _noop():
     return None
+
+
+def _stepper(fn, consts: list, dyn: list, write):
+    """The step calling ``fn`` on ``consts`` with the getters ``dyn`` ((position, getter)) read at each call."""
+    if not dyn:
+        return lambda: write(fn(*consts))
+    if len(dyn) == 1:
+        (p0, g0), = dyn
+
+        def step():
+            a = consts.copy()
+            a[p0] = g0()
+            write(fn(*a))
+        return step
+
+    def step_n():
+        a = consts.copy()
+        for p, g in dyn:
+            a[p] = g()
+        write(fn(*a))
+    return step_n
 
 
 def _fanned_out(step, values: list, slot: int, copies: tuple):

@@ -20,18 +20,20 @@ Example::
 from __future__ import annotations
 
 import math
+from types import MappingProxyType
 
 import numpy as np
 
 from pterun import threads
+from pterun.config import ENGINE_CHOICES
 from pterun._log import logger
-from pterun.delegates import DelegateContext, register_backend
+from pterun.delegates import Backend, DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load", "load_dims"]
 
-ENGINES = ("auto", "numpy", "litert")
+ENGINES = ENGINE_CHOICES  # defined once, in pterun.config
 
 
 def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None,
@@ -114,8 +116,9 @@ def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = Non
         return L.build(graph, n, fallback=lambda: _numpy(graph), load_dims=load_dims), None
     except L.Unavailable as e:
         if engine == "litert":
-            raise DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {e} "
-                                "(pip install ai-edge-litert, or use engine='auto' or 'numpy')") from None
+            from pterun.delegates.xnnpack.litert_engine.env import unavailable_error
+
+            raise unavailable_error(e) from None
         reason = f"LiteRT unavailable: {e}"
         if keep:
             logger().debug("XNNPACK delegate on the NumPy engine: %s", reason)
@@ -129,8 +132,8 @@ def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = Non
 def _batch(ctx):
     """The LiteRT Batch of the method ``ctx`` belongs to, made on first use; None when the method finishes nothing
     (:attr:`DelegateContext.finish`) or LiteRT is missing."""
-    pending = getattr(ctx, "finish", None)
-    if pending is None or getattr(ctx, "engine", "auto") == "numpy":
+    pending = ctx.finish
+    if pending is None or ctx.engine == "numpy":
         return None
     from pterun.delegates.xnnpack import litert_engine as L
 
@@ -161,19 +164,26 @@ def _numpy(graph: Graph):
         raise DelegateError(f"XNNPACK payload: cannot compile the graph ({type(e).__name__}: {e})") from e
 
 
-class XnnpackBackend:
+class XnnpackBackend(Backend):
     """Backend ``"XnnpackBackend"``: compile specs are ignored, as the XNNPACK runtime ignores them."""
 
     name = "XnnpackBackend"
-
-    def is_available(self) -> bool:
-        return True
+    merges = True
+    #: the operators a merged graph can hold between two delegate calls, and the form each takes there
+    #: (:func:`.merge.absorbs` says which forms; :mod:`pterun.interp.merge` reads their arguments)
+    absorbed_forms = MappingProxyType({
+        "aten::mean.out": "mean",
+        "executorch_prim::et_view.default": "view",
+        "aten::view_copy.out": "reshape",
+        "aten::squeeze_copy.dims_out": "squeeze",
+        "aten::squeeze_copy.dim_out": "squeeze",
+        "aten::slice_copy.Tensor_out": "slice",
+    })
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
-        flags = getattr(ctx, "dynamic_args", ())
-        dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: ext < len(flags) and flags[ext])
-        return load(blob, ctx.named_data, getattr(ctx, "engine", "auto"), getattr(ctx, "call_args", ()),
-                    getattr(ctx, "num_threads", None), dims, _batch(ctx))
+        flags = ctx.dynamic_args
+        dims = load_dims(ctx.dynamic_sizes, lambda ext: ext < len(flags) and flags[ext])
+        return load(blob, ctx.named_data, ctx.engine, ctx.call_args, ctx.num_threads, dims, _batch(ctx))
 
     def outputs(self, blob: np.ndarray) -> frozenset[int] | None:
         """The DelegateCall arguments a payload writes (its graph's external outputs), None when unreadable."""
@@ -207,10 +217,27 @@ class XnnpackBackend:
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
-        dims = load_dims(getattr(ctx, "dynamic_sizes", ()), lambda ext: getattr(tensors[args[ext]], "dynamic", False))
-        plan, _ = _litert(graph, "auto", keep=False, num_threads=getattr(ctx, "num_threads", None), load_dims=dims,
-                          batch=_batch(ctx))
+        dims = load_dims(ctx.dynamic_sizes, lambda ext: getattr(tensors[args[ext]], "dynamic", False))
+        plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims, batch=_batch(ctx))
         return None if plan is None else (plan, args)
+
+    def describe(self, blob: np.ndarray, named_data, engine: str) -> dict:
+        """The payload's format (its flatbuffer identifier, ``XN00`` or ``XN01``, and whether an ``XH00`` header
+        wraps it with a constant region), its nodes and value datatypes, and the engine it would run on."""
+        from collections import Counter
+
+        from pterun.delegates.xnnpack.payload import payload_format, read_graph
+
+        info = {"payload_format": payload_format(blob)}
+        try:
+            graph = read_graph(blob, named_data)
+        except (PterunError, KeyError) as e:
+            info["summary_error"] = str(e)
+            return info
+        info["nodes"] = dict(sorted(Counter(f"XNN{n.name}" for n in graph.nodes).items()))
+        info["value_datatypes"] = dict(sorted(Counter(v.dtype_name for v in graph.values.values()).items()))
+        info["engine"], info["engine_reason"] = engine_for(Graph.of(graph), engine)
+        return info
 
 
 register_backend(XnnpackBackend())

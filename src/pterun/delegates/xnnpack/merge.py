@@ -29,7 +29,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 
-__all__ = ["CannotMerge", "merge_graphs", "absorbs"]
+__all__ = ["CannotMerge", "FORMS", "merge_graphs", "absorbs"]
 
 
 _KIND = {name: kind for kind, (name, _) in G.NODE_TYPES.items()}
@@ -39,9 +39,13 @@ class CannotMerge(Exception):
     """The run's graphs do not join cleanly; the delegates run one by one."""
 
 
+#: the forms of :class:`pterun.interp.merge.Absorbed` a merged graph holds as nodes (see ``_absorbed_node``)
+FORMS = ("mean", "view", "reshape", "squeeze", "slice")
+
+
 def absorbs(op) -> bool:
     """Whether the merged graph can hold the operator (:class:`pterun.interp.merge.Absorbed`)."""
-    return op.op in ("mean", "view", "reshape", "squeeze", "slice")
+    return op.op in FORMS
 
 
 def _id_fields(fields: dict) -> list:

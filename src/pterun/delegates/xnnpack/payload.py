@@ -189,6 +189,20 @@ def split_blob(blob: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     return blob[fb_off : fb_off + fb_size], blob[c_off : c_off + c_size]
 
 
+def payload_format(blob: np.ndarray) -> str:
+    """What a payload's first bytes say of the release that wrote it: the XNNGraph identifier (``XN01``; ``XN00``
+    before it) and its container: ``"XN01 in an XH00 header"`` (constants in the region after the flatbuffer, or
+    in named data) or ``"XN00 bare"`` (a flatbuffer alone, constants inside it in ``constant_buffer``)."""
+    b = bytes(np.asarray(blob[:8], dtype=np.uint8))
+    if b[4:8] == b"XH00":
+        try:
+            fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
+        except DelegateError as e:
+            return f"XH00 header, unreadable ({e})"
+        return f"{bytes(fb[4:8]).decode('latin-1')} in an XH00 header"
+    return f"{b[4:8].decode('latin-1')} bare"
+
+
 def external_outputs(blob: np.ndarray) -> frozenset[int] | None:
     """The external ids of a payload's output values (the DelegateCall arguments the delegate writes), read from
     the value table alone; None when the payload cannot be read that far (:func:`read_graph` then says why)."""

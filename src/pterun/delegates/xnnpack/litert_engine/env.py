@@ -14,8 +14,9 @@ import re
 import threading
 
 from pterun._log import logger
+from pterun.errors import DelegateError
 
-__all__ = ["Unavailable", "Unsupported", "available", "capture_native_stderr", "modules"]
+__all__ = ["Unavailable", "Unsupported", "available", "capture_native_stderr", "modules", "unavailable_error"]
 
 
 class Unsupported(Exception):
@@ -150,3 +151,9 @@ class capture_native_stderr:
                 data = data[os.write(2, data):]
         return False
 
+
+
+def unavailable_error(why) -> DelegateError:
+    """The error of a program that asked for the LiteRT engine where it cannot run: ``why`` says what is missing."""
+    return DelegateError(f"engine 'litert' was requested, but the LiteRT engine is unavailable: {why} "
+                         "(pip install ai-edge-litert, or use engine='auto' or 'numpy')")

@@ -1,0 +1,171 @@
+"""Pass 3, delegates: each DelegateCall's executor, after merging the runs of neighbouring calls a backend can
+compile as one (pterun.interp.merge).
+
+:func:`load_delegates` asks the backends: first, where merging is on, each backend that merges builds one executor
+per run it accepts; then every delegate still called on its own is initialised; last, what the backends left to
+finish once every delegate is known (LiteRT builds a method's interpreters together) is finished. It returns a
+:class:`Delegates` record; nothing else is changed.
+
+Example::
+
+    >>> d = load_delegates(source, memory, analysis, settings, accesses)   # doctest: +SKIP
+    >>> [type(ex).__name__ for ex in d.executors]                         # doctest: +SKIP
+    ['LiteRTPlan', 'LiteRTPlan']
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import NamedTuple
+
+from pterun import threads
+from pterun._log import logger
+from pterun.config import Settings
+from pterun.delegates import BACKENDS, DelegateContext
+from pterun.errors import DelegateError, PterunError
+from pterun.format.program import DELEGATE_CALL, KERNEL_CALL, TENSOR
+from pterun.interp.access import Accesses, kernels_for, written_slots
+from pterun.interp.analysis import Analysis
+from pterun.interp.merge import DelegatePart, Run, absorbed_op, find_runs, slots_read_outside
+
+__all__ = ["Delegates", "Merged", "Source", "load_delegates"]
+
+
+class Merged(NamedTuple):
+    """One merged call: the run it stands for, its executor, and its argument slots (inputs, then outputs)."""
+
+    run: Run
+    executor: object
+    args: tuple
+
+
+class Delegates(NamedTuple):
+    """``executors`` per delegate index; ``merged``: (chain, first instruction) -> :class:`Merged`;
+    ``absorbed``: (chain, instruction) of every instruction a merged call runs (deferred ones included)."""
+
+    executors: tuple
+    merged: dict
+    absorbed: frozenset
+
+
+class Source(NamedTuple):
+    """Where a method comes from: its file (``pf``, a ProgramFile), its plan, and its name for messages."""
+
+    pf: object
+    plan: object
+    where: str
+
+
+def merging_backend(plan, i: int) -> str | None:
+    """The backend of delegate ``i`` when it is available and merges, else None."""
+    if not 0 <= i < len(plan.delegates):
+        return None
+    name = plan.delegates[i].backend_id
+    backend = BACKENDS.get(name) if name in BACKENDS else None
+    return name if backend is not None and backend.merges and backend.is_available() else None
+
+
+def delegate_outputs(pf, plan, i: int) -> frozenset | None:
+    """The DelegateCall arguments delegate ``i`` writes, from its backend; None where that is not known."""
+    if not 0 <= i < len(plan.delegates):
+        return None
+    name = plan.delegates[i].backend_id
+    backend = BACKENDS.get(name) if name in BACKENDS else None
+    if backend is None:
+        return None
+    try:
+        return backend.outputs(pf.delegate_blob(plan.delegates[i]))
+    except Exception:  # noqa: BLE001  (unknown: every argument counts as read; the backend's init reports)
+        return None
+
+
+def _context(src: Source, index: int, memory, analysis: Analysis, settings: Settings, finish: list,
+             first_call: bool) -> DelegateContext:
+    values, plan = memory.values, src.plan
+    calls = analysis.calls.get(index, ()) if first_call else ()
+    call_args = tuple(tuple(plan.values[a][1].numel if 0 <= a < len(plan.values) and plan.values[a][0] == TENSOR else None
+                            for a in args) for args in calls)
+    first = calls[0] if calls else ()
+    return DelegateContext(src.pf.name, plan.name, index, memory.named_data, settings.engine,
+                           threads.resolve_threads(settings.num_threads), call_args, analysis.dynamic_sizes,
+                           tuple(analysis.is_dynamic(values, a) for a in first), finish)
+
+
+def _init(src: Source, i: int, ctx: DelegateContext):
+    d = src.plan.delegates[i]
+    backend = BACKENDS.get(d.backend_id)
+    if backend is None or not backend.is_available():
+        raise DelegateError(f"{src.where}: delegate {i} needs backend {d.backend_id!r}, which is not available "
+                            f"(available: {sorted(BACKENDS) or 'none'})")
+    try:
+        return backend.init(src.pf.delegate_blob(d), d.compile_specs, ctx)
+    except PterunError:
+        raise
+    except Exception as e:  # a backend bug must still surface as a pterun error
+        raise DelegateError(f"{src.where}: backend {d.backend_id!r} failed to initialise delegate {i}: "
+                            f"{type(e).__name__}: {e}") from e
+
+
+def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses, finish: list) -> dict:
+    """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept."""
+    plan, values, tags = src.plan, memory.values, analysis.tags
+    KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+
+    def absorbed(backend: str, name: str, args: tuple):
+        b = BACKENDS[backend]
+        form = b.absorbed_forms.get(name)
+        op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
+        return op if op is not None and b.absorbs(op) else None
+
+    def later(ins):  # (read, written) slots of a KernelCall that may run after a merged call, or None
+        kernel = KERNELS.get(plan.operators[ins.op_index]) if ins.kind == KERNEL_CALL else None
+        if kernel is None or kernel.raw or kernel.random or kernel.not_supported:
+            return None
+        args = tuple(ins.args)
+        left = {args[m] for m in kernel.unwritten if m < len(args)}  # out placeholders it never touches
+        return set(args) - left, set(written_slots(kernel, args)) - left
+
+    runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc)
+    if not runs:
+        return {}
+    outside = slots_read_outside(plan, tags, values, acc)
+    merged = {}
+    for run in runs:
+        indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
+        ctx = _context(src, indices[0], memory, analysis, settings, finish, first_call=False)
+        try:
+            blobs = {i: src.pf.delegate_blob(plan.delegates[i]) for i in indices}
+            got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), values, acc.shared)
+        except Exception as e:  # the delegates then load one by one, and report their own errors
+            logger().debug("%s: delegates %s not merged: %s: %s", src.where, indices, type(e).__name__, e)
+            continue
+        if got is not None:
+            merged[run.chain, run.start] = Merged(run, *got)
+    return merged
+
+
+def load_delegates(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses | None) -> Delegates:
+    """Every delegate's executor (merged runs first, where ``settings.merge`` and ``acc`` is given), finished."""
+    plan = src.plan
+    finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
+    merged = _merge(src, memory, analysis, settings, acc, finish) if settings.merge and acc is not None else {}
+    absorbed = frozenset((m.run.chain, pc) for m in merged.values() for pc in range(m.run.start, m.run.stop))
+    executors = [None] * len(plan.delegates)
+    for m in merged.values():
+        for p in m.run.parts:
+            if isinstance(p, DelegatePart):
+                executors[p.delegate_index] = m.executor
+    called = {ins.delegate_index for ci, c in enumerate(plan.chains) for pc, ins in enumerate(c)
+              if ins.kind == DELEGATE_CALL and (ci, pc) not in absorbed}
+    for i in range(len(plan.delegates)):
+        if executors[i] is None or i in called:
+            executors[i] = _init(src, i, _context(src, i, memory, analysis, settings, finish, first_call=True))
+    for pending in finish:
+        try:
+            pending.finish()
+        except PterunError:
+            raise
+        except Exception as e:  # a backend bug must still surface as a pterun error
+            raise DelegateError(f"{src.where}: finishing the delegates' load failed: {type(e).__name__}: {e}") \
+                from e
+    return Delegates(tuple(executors), merged, absorbed)
