@@ -198,7 +198,7 @@ def count_instructions(program, method):
     pf = getattr(program, "file", None)
     if steps is None or pf is None:
         return None, None
-    from pterun.format.program import FREE_CALL  # only pterun methods get here
+    from pterun.format.schema import FREE_CALL  # only pterun methods get here
 
     plan = pf.plan(pf.plan_index(method.name))
     return len(steps), sum(1 for c in plan.chains for ins in c if ins.kind != FREE_CALL)

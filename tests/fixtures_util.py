@@ -83,7 +83,7 @@ def output_bounds(program, method: str) -> list[tuple[str, float]]:
     output's scale where the method's delegates quantize activations dynamically or hold fp16 values; ``("rel",
     1e-4)`` otherwise."""
     from pterun.delegates.xnnpack import payload as P
-    from pterun.format.program import DELEGATE_CALL
+    from pterun.format.schema import DELEGATE_CALL
 
     pf = program.file
     plan = pf.plan(pf.plan_index(method))
@@ -125,7 +125,7 @@ def check_bound(got, want, bound: tuple[str, float], where: str) -> None:
 def mlp_with_randn(program):
     """mlp.pte's forward plan (``program`` loaded from it) with its first instruction, a weight's permute, replaced by
     a randn of the same shape: every argument of the randn is a constant. Returns the new ExecutionPlan."""
-    from pterun.format.program import INT, INT_LIST, ExecutionPlan, KernelCall
+    from pterun.format.schema import INT, INT_LIST, ExecutionPlan, KernelCall
 
     plan = program.file.plan(program.file.plan_index("forward"))
     _, _, (_, _, out, ret) = plan.chains[0][0]

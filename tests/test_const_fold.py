@@ -10,7 +10,7 @@ import pterun.kernels.random as random_kernels
 from fixtures_util import FIXTURES, load_calls, mlp_with_randn, portable_fixture_names
 from pterun import KernelError, Runtime
 from pterun.config import Settings
-from pterun.format.program import KERNEL_CALL, ExecutionPlan
+from pterun.format.schema import KERNEL_CALL, ExecutionPlan
 from pterun.interp.method import MethodRunner
 from pterun.kernels import KERNELS
 from pterun.kernels.registry import Kernel
@@ -180,7 +180,7 @@ def test_an_output_written_again_through_another_value_before_it_is_read_is_not_
     """Two values, one buffer: after mlp.pte's first permute, a ``neg`` writes a second value laid over the permute's
     output bytes; the matrix product then reads the permute's output, which holds the negated weight. Folding the
     permute would leave that product reading the un-negated constant."""
-    from pterun.format.program import TENSOR, KernelCall
+    from pterun.format.schema import TENSOR, KernelCall
 
     program = Runtime.get().load_program(FIXTURES / "mlp.pte")
     plan = program._plan("forward")

@@ -19,7 +19,8 @@ import pytest
 
 from fixtures_util import FIXTURES, check_bound, load_calls_from, needs, output_bounds
 from pterun import Runtime
-from pterun.format.program import DELEGATE_CALL, read_program
+from pterun.format.program import read_program
+from pterun.format.schema import DELEGATE_CALL
 
 #: committed programs that are not a reference to match, and why
 NOT_REFERENCES = {

@@ -425,3 +425,17 @@ def test_a_complex_value_where_a_real_one_is_expected_is_a_kernel_error_not_a_wa
             fuzz.run_file(target, data, rng)
     assert message in str(e.value)
     assert [w.category.__name__ for w in caught] == []
+
+
+def test_declared_sizes_no_array_can_hold_are_an_invalid_program_naming_the_tensor():
+    """Sizes whose product overflows what NumPy can hold fail at load with the file's error, not NumPy's
+    "array is too big" from the first view of the tensor (a fuzzed bundled program once reached that)."""
+    t = recorded("unplanned_io")
+    (first, _), (second, _) = positions(t, "EValue payload", 8, "i", role="elem")[:2]
+    bad = patched(patched(t.data, first, "<i", 2**31 - 1), second, "<i", 2**31 - 1)
+    with pytest.raises(InvalidProgramError, match=r"^<bytes>: method 'forward': tensor value 4 has sizes "
+                                                  r"\[2147483647, 2147483647\]: 4611686014132420609 elements, more "
+                                                  r"than any array can hold \(corrupt file\?\)$"):
+        Runtime.get().load_program(bad)
+    zero = patched(patched(t.data, first, "<i", 0), second, "<i", 2**31 - 1)  # no elements at all: holdable
+    assert Runtime.get().load_program(zero)._plan("forward").values[4].val.sizes == (0, 2**31 - 1)

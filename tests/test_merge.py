@@ -14,7 +14,7 @@ from pterun import Runtime
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
-from pterun.format.program import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
+from pterun.format.schema import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
 from pterun.interp.access import SharedBytes
 from pterun.interp.merge import Absorbed, DelegatePart
 from pterun.interp.tensor import Tensor
@@ -213,7 +213,7 @@ class _Plan:
 
 def _mean_values():
     """Slots: 0-9 tensors [1, 4, 8]; 10 = dims (-1,) via slot 11 = -1; 12 = keepdim True; 13 = None; 14 a mean out."""
-    from pterun.format.program import BOOL, INT, INT_LIST, NULL, TENSOR
+    from pterun.format.schema import BOOL, INT, INT_LIST, NULL, TENSOR
     values = [out_tensor((1, 4, 8), np.float32) for _ in range(10)] + [(11,), -1, True, None,
                                                                        out_tensor((1, 4, 1), np.float32)]
     tags = [TENSOR] * 10 + [INT_LIST, INT, BOOL, NULL, TENSOR]
@@ -243,7 +243,7 @@ def _add_later(ins):
 
 
 def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
-    from pterun.format.program import DelegateCall, FreeCall, KernelCall
+    from pterun.format.schema import DelegateCall, FreeCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), FreeCall(0), DelegateCall(1, (14, 2)),
                KernelCall(0, (2, 10, 12, 13, 3, 3)),  # a trailing mean: not part of the run
                KernelCall(1, (3, 2, 4)),  # not absorbable (the test backend absorbs only what absorbed_op makes)
@@ -257,20 +257,20 @@ def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
 
 
 def test_a_mean_with_a_dim_that_changes_at_run_time_is_not_absorbed():
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), DelegateCall(1, (14, 2))]]
     assert len(_find(chains)[0]) == 1 and _find(chains, volatile=(11,))[0] == []
 
 
 def test_method_outputs_and_other_chains_count_as_outside():
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), DelegateCall(2, (2, 5))], [KernelCall(1, (2, 3, 4))]]
     (run,), outside = _find(chains, outputs=(1,))
     assert [s for s in (0, 1, 2, 5) if outside(run, s)] == [1, 2]  # a method output; read by chain 1
 
 
 def test_an_instruction_the_backend_cannot_hold_is_deferred_when_nothing_later_in_the_run_needs_it():
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
     (run,), outside = _find(chains, outputs=(5,), later=_add_later)
     assert (run.start, run.stop, run.deferred) == (0, 3, (1,))
@@ -283,7 +283,7 @@ def test_an_instruction_the_backend_cannot_hold_is_deferred_when_nothing_later_i
                                          ((4, 2), "writes what the deferred add reads"),
                                          ((4, 3), "writes what the deferred add writes")])
 def test_an_instruction_is_not_deferred_past_a_call_it_depends_on(second, why):
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, second)]]
     assert _find(chains, outputs=(5,), later=_add_later)[0] == [], why
 
@@ -291,7 +291,7 @@ def test_an_instruction_is_not_deferred_past_a_call_it_depends_on(second, why):
 def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
     """The memory plan may put a later output where the deferred instruction's input was: moving the instruction
     after the merged call would read the new value."""
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
     values, tags = _mean_values()
     values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)  # slot 5 reuses 1's memory
@@ -382,7 +382,7 @@ def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
 
 
 def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
-    from pterun.format.program import INT, INT_LIST, TENSOR
+    from pterun.format.schema import INT, INT_LIST, TENSOR
     from pterun.delegates.xnnpack import XnnpackBackend
     from pterun.interp.merge import absorbed_op
     values = [out_tensor((1, 4, 8), np.float32, capacity=(1, 4, 8)), (2, 3, 4, 5), 1, 4, 4, 2,
@@ -524,7 +524,7 @@ def test_a_read_of_bytes_through_another_dtype_is_not_merged():
 def test_a_value_whose_bytes_are_read_after_the_run_through_another_value_is_an_output():
     """Slot 1 is written by the first call and read by nothing by name; slot 6 lies over its bytes and an add after
     the run reads it: the merged call must write slot 1 to memory."""
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), KernelCall(1, (6, 7, 11, 8))]]  # add.out(6, 7) -> 8
     values, tags = _mean_values()
     (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
@@ -539,7 +539,7 @@ def test_a_value_whose_bytes_are_read_after_the_run_through_another_value_is_an_
 
 
 def test_a_dynamic_write_covers_its_own_readers_but_not_the_bytes_others_read():
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     values, tags = _mean_values()
     # slot 6 is dynamic (a write may cover only part of it), slot 9 static, both over slot 1's bytes
     values[6] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage, dynamic=True)
@@ -556,7 +556,7 @@ def test_a_dynamic_write_covers_its_own_readers_but_not_the_bytes_others_read():
 def test_a_deferred_instruction_is_not_moved_past_a_call_whose_outputs_are_not_known():
     """Where a backend does not say which arguments a delegate writes, every argument counts as read and none as
     written, so the deferral that needs the second call's output to stay out of memory is refused."""
-    from pterun.format.program import DelegateCall, KernelCall
+    from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
     values, tags = _mean_values()
     values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)
@@ -568,7 +568,7 @@ def test_a_deferred_instruction_is_not_moved_past_a_call_whose_outputs_are_not_k
 def test_an_instruction_writing_a_list_is_not_deferred_past_a_call_reading_a_member():
     """A split writes a tensor list; the next delegate call reads one of its members: the split must run before it
     (ExecuTorch 0.6 and 1.0 leave a transformer block's q/k/v split between two delegates this way)."""
-    from pterun.format.program import TENSOR_LIST, DelegateCall, KernelCall
+    from pterun.format.schema import TENSOR_LIST, DelegateCall, KernelCall
     values, tags = _mean_values()
     values.append((3, 4))  # slot 15: a list of slots 3 and 4
     tags.append(TENSOR_LIST)

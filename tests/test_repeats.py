@@ -9,7 +9,7 @@ from fixtures_util import FIXTURES
 
 import pterun.interp.repeats as repeats_module
 from pterun import Runtime
-from pterun.format.program import KERNEL_CALL, ExecutionPlan, MoveCall
+from pterun.format.schema import KERNEL_CALL, ExecutionPlan, MoveCall
 from pterun.interp.method import MethodRunner
 from pterun.interp.repeats import SCALAR, SELECT, find_repeats
 
@@ -123,14 +123,14 @@ def test_merged_delegate_programs_read_the_position_once(name):
 
 
 def _desc(d, **changes):
-    from pterun.format.program import TensorDesc
+    from pterun.format.schema import TensorDesc
     return TensorDesc(**{n: changes.get(n, getattr(d, n)) for n in TensorDesc.__slots__})
 
 
 def test_a_write_through_another_value_over_the_inputs_bytes_keeps_the_later_reads():
     """Two values, one buffer: a second value laid over the position input's bytes is written after the first read;
     later reads may then see other bytes, so they run."""
-    from pterun.format.program import TENSOR, KernelCall
+    from pterun.format.schema import TENSOR, KernelCall
     plan = Runtime.get().load_program(KV)._plan("forward")
     chain = plan.chains[0]
     reads = _scalar_reads(plan)
@@ -154,7 +154,7 @@ def test_a_write_through_another_value_over_the_inputs_bytes_keeps_the_later_rea
 
 
 def test_a_repeat_whose_tensor_bytes_are_read_through_another_value_is_kept():
-    from pterun.format.program import TENSOR, KernelCall
+    from pterun.format.schema import TENSOR, KernelCall
     plan = Runtime.get().load_program(KV)._plan("forward")
     chain = plan.chains[0]
     _, fan_out = _repeats(plan)

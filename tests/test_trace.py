@@ -11,7 +11,8 @@ from fixtures_util import FIXTURES, assert_matches, load_calls
 from pterun import Runtime
 from pterun.cli import main
 from pterun.errors import InvalidArgumentError
-from pterun.format.program import KERNEL_CALL, read_program
+from pterun.format.program import read_program
+from pterun.format.schema import KERNEL_CALL
 from pterun.trace import first_divergence, load, save
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None

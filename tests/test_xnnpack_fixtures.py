@@ -17,7 +17,8 @@ from fixtures_util import FIXTURES, check_bound, load_calls
 
 from pterun.delegates.xnnpack import load
 from pterun.delegates.xnnpack import payload as P
-from pterun.format.program import DELEGATE_CALL, TENSOR, read_program
+from pterun.format.program import read_program
+from pterun.format.schema import DELEGATE_CALL, TENSOR
 from test_xnnpack import BINARY_REFS, UNARY_REFS  # references of the unit tests
 from xnn_payloads import out_tensor, tensor
 

@@ -23,11 +23,11 @@ import numpy as np
 from pterun import config, threads
 from pterun._fpstate import quiet, restore
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, MethodNotFoundError,
-                           NamedDataNotFoundError, PterunError)
+from pterun.errors import (InvalidArgumentError, InvalidProgramError, MethodNotFoundError,
+                           NamedDataNotFoundError)
 from pterun.format import dtypes
-from pterun.format.program import (BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR, ProgramFile,
-                                   read_program)
+from pterun.format.program import ProgramFile, read_program
+from pterun.format.schema import BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR
 from pterun.format.ptd import PtdFile, read_ptd
 from pterun.convert import check_dtype, import_torch, to_host_array, torch_output
 from pterun.interp.method import MethodRunner

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 
 from pterun.format import dtypes
-from pterun.format.program import DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, ExecutionPlan
+from pterun.format.schema import DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, ExecutionPlan
 from pterun.runtime import DataPath, Program, ProgramSource, Runtime, read_data_file
 
 __all__ = ["describe"]

@@ -13,154 +13,25 @@ Example::
 
 from __future__ import annotations
 
-import math
 import struct
-from collections import namedtuple
-from typing import NamedTuple
 
 import numpy as np
 
 from pterun.errors import InvalidProgramError, NotSupportedError
 from pterun.format import dtypes
 from pterun.format.flatbuffer import Buffer, Table
+from pterun.format.schema import (ALLOCATION, BOOL, BOOL_LIST, BUFFER, BUFFER_DEVICE, CHAIN, COMPILE_SPEC,
+                                  CONTAINER_META, CPU, DATA_SEGMENT, DELEGATE, DELEGATE_CALL, DELEGATE_CALL_T,
+                                  DELEGATE_REF, DEVICE_NAMES, DOUBLE, DOUBLE_LIST, DYNAMIC_BOUND, DYNAMIC_UNBOUND,
+                                  EVALUE, EXTERNAL, EXTRA_TENSOR_INFO, FREE_CALL, FREE_CALL_T, INPUT_TAGS, INSTRUCTION,
+                                  INSTRUCTION_NAMES, INT, INT_LIST, JUMP_FALSE_CALL, JUMP_FALSE_CALL_T, KERNEL_CALL,
+                                  KERNEL_CALL_T, LIST, MAX_RANK, MOVE_CALL, MOVE_CALL_T, NAMED_DATA, NULL, OPERATOR,
+                                  OPT_TENSOR_LIST, PLAN, PROGRAM, SCALAR, SEGMENT, STATIC, STRING, SUBSEGMENTS,
+                                  TAG_NAMES, TENSOR, TENSOR_LIST, TENSOR_T, DelegateCall, DelegateDesc, EValue,
+                                  ExecutionPlan, FreeCall, Instruction, JumpFalseCall, KernelCall, MoveCall, PlanHeader,
+                                  TensorDesc)
 
-# EValue union tags (KernelTypes)
-NULL, INT, BOOL, DOUBLE, TENSOR, STRING, INT_LIST, DOUBLE_LIST, BOOL_LIST, TENSOR_LIST, OPT_TENSOR_LIST = range(1, 12)
-TAG_NAMES = {
-    0: "None", NULL: "None", INT: "Int", BOOL: "Bool", DOUBLE: "Double", TENSOR: "Tensor", STRING: "String",
-    INT_LIST: "IntList", DOUBLE_LIST: "DoubleList", BOOL_LIST: "BoolList", TENSOR_LIST: "TensorList",
-    OPT_TENSOR_LIST: "OptionalTensorList",
-}
-# Instruction union tags (InstructionArguments)
-KERNEL_CALL, DELEGATE_CALL, MOVE_CALL, JUMP_FALSE_CALL, FREE_CALL = range(1, 6)
-INSTRUCTION_NAMES = {1: "KernelCall", 2: "DelegateCall", 3: "MoveCall", 4: "JumpFalseCall", 5: "FreeCall"}
-# TensorShapeDynamism
-STATIC, DYNAMIC_BOUND, DYNAMIC_UNBOUND = 0, 1, 2
-DYNAMISM_NAMES = {STATIC: "static", DYNAMIC_BOUND: "dynamic (bounded)", DYNAMIC_UNBOUND: "dynamic (unbounded)"}
-# Data locations
-SEGMENT, EXTERNAL = 0, 1
-
-MAX_RANK = 16
-_INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a caller can pass (Method::set_input)
 _MIN_HEAD_BYTES = 64
-
-
-class Record:
-    """A small immutable record (plain classes keep ``dataclasses`` out of ``import pterun``)."""
-
-    __slots__ = ()
-
-    def __init__(self, *args, **kwargs):
-        names = self.__slots__
-        values = dict(zip(names, args), **kwargs)
-        for name, default in zip(reversed(names), reversed(self._defaults)):
-            values.setdefault(name, default)
-        for name in names:
-            object.__setattr__(self, name, values[name])
-
-    _defaults: tuple = ()
-
-    def __setattr__(self, name, value):
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __eq__(self, other):
-        return type(other) is type(self) and all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
-
-    def __hash__(self):
-        return hash(tuple(getattr(self, n) for n in self.__slots__))
-
-    def __repr__(self):
-        return f"{type(self).__name__}({', '.join(f'{n}={getattr(self, n)!r}' for n in self.__slots__)})"
-
-
-class TensorDesc(Record):
-    """A Tensor EValue as serialized. ``memory_id`` is None for tensors that are not memory planned."""
-
-    __slots__ = ("scalar_type", "sizes", "dim_order", "data_buffer_idx", "memory_id", "memory_offset", "dynamism",
-                 "fqn", "location")
-    _defaults = (None, SEGMENT)  # fqn, location
-
-    @property
-    def dtype(self) -> np.dtype:
-        return dtypes.to_numpy(self.scalar_type)
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.sizes)
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
-
-    @property
-    def is_memory_planned(self) -> bool:
-        return self.memory_id is not None or self.data_buffer_idx != 0
-
-
-class EValue(NamedTuple):
-    """One value of a method's value table: its union ``tag`` (INT, TENSOR, ...: :data:`TAG_NAMES`) and ``val``:
-    a :class:`TensorDesc`, a Python scalar or string, a tuple of raw values (DoubleList, BoolList) or a tuple of
-    value indices (IntList, TensorList, OptionalTensorList; -1 is an absent optional tensor), or None."""
-
-    tag: int
-    val: object
-
-
-def _instruction(name: str, kind: int, fields: str, doc: str):
-    base = namedtuple(name, "kind " + fields)
-
-    def __new__(cls, *args, **kwargs):
-        return base.__new__(cls, kind, *args, **kwargs)
-
-    return type(name, (base,), {"__slots__": (), "__new__": __new__, "__doc__": doc, "KIND": kind,
-                                "_make": classmethod(lambda cls, it: tuple.__new__(cls, it))})
-
-
-# The instructions of a chain, named and fielded as ExecuTorch's schema (program.fbs: InstructionArguments).
-# ``kind`` is the union tag (KERNEL_CALL, ...); records are built from the other fields: KernelCall(op, args).
-KernelCall = _instruction("KernelCall", KERNEL_CALL, "op_index args",
-                          "Call operator ``op_index`` (into ``ExecutionPlan.operators``) on the values ``args``"
-                          " (indices).")
-DelegateCall = _instruction("DelegateCall", DELEGATE_CALL, "delegate_index args",
-                            "Run delegate ``delegate_index`` (into ``ExecutionPlan.delegates``) on the values"
-                            " ``args``.")
-MoveCall = _instruction("MoveCall", MOVE_CALL, "move_from move_to", "Value ``move_to`` becomes value ``move_from``.")
-JumpFalseCall = _instruction("JumpFalseCall", JUMP_FALSE_CALL, "cond_value_index destination_instruction",
-                             "Jump to ``destination_instruction`` when value ``cond_value_index`` is false.")
-FreeCall = _instruction("FreeCall", FREE_CALL, "value_index", "Tensor ``value_index`` is no longer needed.")
-Instruction = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
-
-
-class DelegateDesc(Record):
-    """A BackendDelegate: backend name, where its processed blob is (0 inline, 1 segment), compile specs."""
-
-    __slots__ = ("backend_id", "location", "index", "compile_specs")
-
-
-class PlanHeader(Record):
-    """What is known about a method without parsing its values and instructions."""
-
-    __slots__ = ("index", "name")
-
-
-class ExecutionPlan:
-    """A fully parsed and validated execution plan (one method).
-
-    ``values`` are :class:`EValue` records; ``chains`` lists of instructions (:class:`KernelCall`,
-    :class:`DelegateCall`, :class:`MoveCall`, :class:`JumpFalseCall`, :class:`FreeCall`);
-    ``buffer_sizes`` is ``non_const_buffer_sizes`` (entry 0 reserved); ``arena_extents`` what each arena really
-    needs (the largest offset + size placed in it), which is what gets allocated.
-    """
-
-    __slots__ = ("name", "values", "inputs", "outputs", "chains", "operators", "delegates", "buffer_sizes",
-                 "input_spec", "output_spec", "arena_extents")
-
-    def __init__(self, name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
-                 input_spec=None, output_spec=None):
-        self.name, self.values, self.inputs, self.outputs = name, values, inputs, outputs
-        self.chains, self.operators, self.delegates, self.buffer_sizes = chains, operators, delegates, buffer_sizes
-        self.input_spec, self.output_spec = input_spec, output_spec
-        self.arena_extents = tuple(buffer_sizes)  # what the arenas really need; set by the reader
 
 
 def _fail(name: str, what: str) -> InvalidProgramError:
@@ -196,8 +67,10 @@ class ProgramFile:
         self.program_size = self.size
         self.segment_base_offset = 0
         self.segment_data_size = 0
+        # the extended header: none, 24 bytes (before ExecuTorch 1.0) or 32 (segment_data_size added in 1.0)
+        self.header_length = 0
         if self.size >= 12 and bytes(buf.data[8:12]) == b"eh00":
-            hlen = buf.unpack(struct.Struct("<I"), 12, "extended header length")
+            hlen = self.header_length = buf.unpack(struct.Struct("<I"), 12, "extended header length")
             if hlen < 24:
                 raise _fail(self.name, f"extended header length {hlen} is below the minimum of 24")
             buf.check(8, hlen, "extended header")
@@ -219,25 +92,26 @@ class ProgramFile:
 
     def _read_program_tables(self) -> None:
         r = self.root
-        self.version = r.u32(4)
-        self._plan_tables = r.tables(6, "ExecutionPlan")
+        self.version = r.u32(PROGRAM.version)
+        self._plan_tables = r.tables(PROGRAM.execution_plan, "ExecutionPlan")
         if not self._plan_tables:
             raise _fail(self.name, "the program has no execution plans (methods)")
         self.plan_headers = []
         seen = set()
         for i, t in enumerate(self._plan_tables):
-            name = t.string(4, strict=True)  # a method name is looked up: it must be exact
+            name = t.string(PLAN.name, strict=True)  # a method name is looked up: it must be exact
             if name is None:
                 raise _fail(self.name, f"execution plan {i} has no name")
             if name in seen:
                 raise _fail(self.name, f"two execution plans are named {name!r}")
             seen.add(name)
             self.plan_headers.append(PlanHeader(i, name))
-        self.constant_buffers = [b.bytes_view(4) for b in r.tables(8, "Buffer")]
-        self.inline_delegate_data = [b.bytes_view(4) for b in r.tables(10, "BackendDelegateInlineData")]
+        self.constant_buffers = [b.bytes_view(BUFFER.storage) for b in r.tables(PROGRAM.constant_buffer, "Buffer")]
+        self.inline_delegate_data = [b.bytes_view(BUFFER.storage)
+                                     for b in r.tables(PROGRAM.backend_delegate_data, "BackendDelegateInlineData")]
         self.segments = []
-        for i, s in enumerate(r.tables(12, "DataSegment")):
-            off, size = s.u64(4), s.u64(6)
+        for i, s in enumerate(r.tables(PROGRAM.segments, "DataSegment")):
+            off, size = s.u64(DATA_SEGMENT.offset), s.u64(DATA_SEGMENT.size)
             if not self.segment_base_offset and (off or size):
                 raise _fail(self.name, f"segment {i} is declared but the file has no extended header with a "
                                        "segment base offset")
@@ -246,11 +120,11 @@ class ProgramFile:
                                        f"({self.segment_data_size} bytes)")
             self.buf.check(self.segment_base_offset + off, size, f"segment {i}")
             self.segments.append((self.segment_base_offset + off, size))
-        cs = r.table(14, "SubsegmentOffsets")
+        cs = r.table(PROGRAM.constant_segment, "SubsegmentOffsets")
         self.constant_segment = None
         if cs is not None:
-            idx = cs.u32(4)
-            offsets = cs.array(6, np.uint64)
+            idx = cs.u32(SUBSEGMENTS.segment_index)
+            offsets = cs.array(SUBSEGMENTS.offsets, np.uint64)
             if len(offsets) > 1:
                 if idx >= len(self.segments):
                     raise _fail(self.name, f"constant segment index {idx} is out of range "
@@ -259,15 +133,15 @@ class ProgramFile:
         if self.constant_segment is not None and any(b is not None and len(b) for b in self.constant_buffers[1:]):
             raise _fail(self.name, "the program has both a constant segment and legacy constant buffers")
         self.mutable_segments = []
-        for m in r.tables(16, "SubsegmentOffsets"):
-            idx = m.u32(4)
+        for m in r.tables(PROGRAM.mutable_data_segments, "SubsegmentOffsets"):
+            idx = m.u32(SUBSEGMENTS.segment_index)
             if idx >= len(self.segments):
                 raise _fail(self.name, f"mutable data segment index {idx} is out of range")
-            self.mutable_segments.append((idx, m.array(6, np.uint64)))
+            self.mutable_segments.append((idx, m.array(SUBSEGMENTS.offsets, np.uint64)))
         self.named_data = {}
-        for nd in r.tables(18, "NamedData"):
-            key = nd.string(4)
-            idx = nd.u32(6)
+        for nd in r.tables(PROGRAM.named_data, "NamedData"):
+            key = nd.string(NAMED_DATA.key)
+            idx = nd.u32(NAMED_DATA.segment_index)
             if key is None or idx >= len(self.segments):
                 raise _fail(self.name, f"named data entry {key!r} points at segment {idx}, out of range")
             self.named_data[key] = idx
@@ -366,7 +240,7 @@ class _PlanReader:
     def __init__(self, pf: ProgramFile, table: Table):
         self.pf = pf
         self.t = table
-        self.name = table.string(4, strict=True)
+        self.name = table.string(PLAN.name, strict=True)
         self.where = f"{pf.name}: method {self.name!r}"
 
     def fail(self, what: str) -> InvalidProgramError:
@@ -374,52 +248,76 @@ class _PlanReader:
 
     def read(self) -> ExecutionPlan:
         t = self.t
-        meta = t.table(6, "ContainerMetadata")
-        buffer_sizes = t.values(20, "q")
+        meta = t.table(PLAN.container_meta_type, "ContainerMetadata")
+        buffer_sizes = t.values(PLAN.non_const_buffer_sizes, "q")
         if any(s < 0 for s in buffer_sizes):
             raise self.fail(f"negative memory plan size in {list(buffer_sizes)}")
-        values = [self.read_value(i, v) for i, v in enumerate(t.tables(8, "EValue"))]
+        values = [self.read_value(i, v) for i, v in enumerate(t.tables(PLAN.values, "EValue"))]
         n = len(values)
-        inputs = t.values(10, "i")
-        outputs = t.values(12, "i")
+        inputs = t.values(PLAN.inputs, "i")
+        outputs = t.values(PLAN.outputs, "i")
         for kind, idxs in (("input", inputs), ("output", outputs)):
             for i in idxs:
                 if not 0 <= i < n:
                     raise self.fail(f"{kind} value index {i} is out of range ({n} values)")
         operators, self.garbled_ops = [], {}
-        for k, op in enumerate(t.tables(16, "Operator")):
-            name, overload = op.string(4, ""), op.string(6, "")
+        for k, op in enumerate(t.tables(PLAN.operators, "Operator")):
+            name, overload = op.string(OPERATOR.name, ""), op.string(OPERATOR.overload, "")
             operators.append(f"{name}.{overload}" if overload else name)
             try:  # a name with bytes that are not UTF-8 is harmless unless a KernelCall needs it
-                op.string(4, strict=True), op.string(6, strict=True)
+                op.string(OPERATOR.name, strict=True), op.string(OPERATOR.overload, strict=True)
             except InvalidProgramError as e:
                 self.garbled_ops[k] = str(e)
         delegates = []
-        for d in t.tables(18, "BackendDelegate"):
-            ref = d.table(6, "BackendDelegateDataReference")
+        for d in t.tables(PLAN.delegates, "BackendDelegate"):
+            ref = d.table(DELEGATE.processed, "BackendDelegateDataReference")
             if ref is None:
-                raise self.fail(f"delegate {d.string(4)!r} has no processed data reference")
-            specs = tuple((c.string(4, ""), bytes(c.bytes_view(6) or b"")) for c in d.tables(8, "CompileSpec"))
-            delegates.append(DelegateDesc(d.string(4, ""), ref.i8(4), ref.u32(6), specs))
+                raise self.fail(f"delegate {d.string(DELEGATE.id)!r} has no processed data reference")
+            specs = tuple((c.string(COMPILE_SPEC.key, ""), bytes(c.bytes_view(COMPILE_SPEC.value) or b""))
+                          for c in d.tables(DELEGATE.compile_specs, "CompileSpec"))
+            delegates.append(DelegateDesc(d.string(DELEGATE.id, ""), ref.i8(DELEGATE_REF.location),
+                                          ref.u32(DELEGATE_REF.index), specs))
         chains = []
-        for c in t.tables(14, "Chain"):
+        for c in t.tables(PLAN.chains, "Chain"):
             chains.append([self.read_instruction(ins, n, len(operators), len(delegates))
-                           for ins in c.tables(8, "Instruction")])
+                           for ins in c.tables(CHAIN.instructions, "Instruction")])
         if not chains:
             raise self.fail("the method has no instruction chains")
         plan = ExecutionPlan(self.name, values, inputs, outputs, chains, operators, delegates, buffer_sizes,
-                    meta.string(4) if meta else None, meta.string(6) if meta else None)
+                    meta.string(CONTAINER_META.encoded_inp_str) if meta else None,
+                             meta.string(CONTAINER_META.encoded_out_str) if meta else None, self.buffer_devices())
         self.validate_values(plan)
         self.validate_io(plan)
         plan.arena_extents = self.arena_extents(plan)
         return plan
+
+    def buffer_devices(self) -> tuple:
+        """(arena, device type) of the arenas ExecuTorch 1.4's ``non_const_buffer_device`` places off the CPU."""
+        out = []
+        for entry in self.t.tables(PLAN.non_const_buffer_device, "NonConstBufferDevice"):
+            device = entry.i8(BUFFER_DEVICE.device_type)
+            if device not in DEVICE_NAMES:
+                raise self.fail(f"memory arena {entry.i32(BUFFER_DEVICE.buffer_idx)} has invalid device type {device}")
+            if device != CPU:
+                out.append((entry.i32(BUFFER_DEVICE.buffer_idx), device))
+        return tuple(out)
+
+    def check_size(self, i: int, sizes: tuple) -> None:
+        """A tensor's declared sizes must describe an array NumPy can hold, whether or not any memory is planned
+        for it: the product of the non-zero dims, times the widest element (16 bytes), below 2**63."""
+        n = 1
+        for d in sizes:
+            n *= d or 1
+        if n * 16 >= 1 << 63:
+            raise self.fail(f"tensor value {i} has sizes {list(sizes)}: {n} elements, more than any array can hold "
+                            "(corrupt file?)")
 
     def validate_io(self, plan: ExecutionPlan) -> None:
         """A method input is copied into and an output written by the method: neither may be a constant of the
         program (read-only file data), which ExecuTorch rejects too."""
         for k, i in enumerate(plan.inputs):
             tag = plan.values[i][0]
-            if tag not in _INPUT_TAGS:
+            if tag not in INPUT_TAGS:
                 raise self.fail(f"input {k} (value {i}) is of type {TAG_NAMES.get(tag, tag)}; a method input must be a "
                                 "Tensor, Int, Double, Bool, String or None")
         for kind, idxs in (("input", plan.inputs), ("output", plan.outputs)):
@@ -448,39 +346,39 @@ class _PlanReader:
         return tuple(ext)
 
     def read_value(self, i: int, ev: Table) -> EValue:
-        tag, u = ev.union(4, 6, "EValue payload")
+        tag, u = ev.union(EVALUE.val_type, EVALUE.val, "EValue payload")
         if tag == 0 or tag == NULL:
             return EValue(NULL, None)
         if u is None:
             raise self.fail(f"value {i} has tag {tag} but no payload")
         if tag == INT:
-            return EValue(INT, u.i64(4))
+            return EValue(INT, u.i64(SCALAR.value))
         if tag == BOOL:
-            return EValue(BOOL, u.bool(4))
+            return EValue(BOOL, u.bool(SCALAR.value))
         if tag == DOUBLE:
-            return EValue(DOUBLE, u.f64(4))
+            return EValue(DOUBLE, u.f64(SCALAR.value))
         if tag == STRING:
-            return EValue(STRING, u.string(4, ""))
+            return EValue(STRING, u.string(SCALAR.value, ""))
         if tag == TENSOR:
             return EValue(TENSOR, self.read_tensor(i, u))
         if tag == INT_LIST:
-            return EValue(INT_LIST, u.values(4, "q"))
+            return EValue(INT_LIST, u.values(LIST.items, "q"))
         if tag == DOUBLE_LIST:
-            return EValue(DOUBLE_LIST, u.values(4, "d"))
+            return EValue(DOUBLE_LIST, u.values(LIST.items, "d"))
         if tag == BOOL_LIST:
-            return EValue(BOOL_LIST, tuple(bool(x) for x in u.values(4, "B")))
+            return EValue(BOOL_LIST, tuple(bool(x) for x in u.values(LIST.items, "B")))
         if tag in (TENSOR_LIST, OPT_TENSOR_LIST):
-            return EValue(tag, u.values(4, "i"))
+            return EValue(tag, u.values(LIST.items, "i"))
         raise self.fail(f"value {i} has unknown type tag {tag}")
 
     def read_tensor(self, i: int, u: Table) -> TensorDesc:
-        st = u.i8(4)
+        st = u.i8(TENSOR_T.scalar_type)
         if not dtypes.is_valid(st):
             raise self.fail(f"tensor value {i} has invalid scalar type {st}")
-        if u.i32(6) != 0:
+        if u.i32(TENSOR_T.storage_offset) != 0:
             raise self.fail(f"tensor value {i} has a non-zero storage offset, which ExecuTorch does not allow")
-        sizes = u.values(8, "i")
-        dim_order = u.values(10, "B")
+        sizes = u.values(TENSOR_T.sizes, "i")
+        dim_order = u.values(TENSOR_T.dim_order, "B")
         if len(sizes) > MAX_RANK:
             raise self.fail(f"tensor value {i} has rank {len(sizes)}, above the limit of {MAX_RANK}")
         if any(s < 0 for s in sizes):
@@ -490,25 +388,30 @@ class _PlanReader:
         if sorted(dim_order) != list(range(len(sizes))):
             raise self.fail(f"tensor value {i} has dim_order {list(dim_order)}, not a permutation of its "
                             f"{len(sizes)} dims")
-        dyn = u.i8(20)
+        dyn = u.i8(TENSOR_T.shape_dynamism)
         if dyn not in (STATIC, DYNAMIC_BOUND, DYNAMIC_UNBOUND):
             raise self.fail(f"tensor value {i} has invalid shape dynamism {dyn}")
-        alloc = u.table(16, "AllocationDetails")
+        alloc = u.table(TENSOR_T.allocation_info, "AllocationDetails")
         mem_id, mem_off = None, 0
         if alloc is not None:
-            mem_id = alloc.u32(4)
-            mem_off = alloc.u32(6) | (alloc.u32(8) << 32)
-        extra = u.table(22, "ExtraTensorInfo")
-        fqn, location = None, SEGMENT
-        if extra is not None:
-            fqn = extra.string(6)
-            location = extra.i8(8)
+            mem_id = alloc.u32(ALLOCATION.memory_id)
+            mem_off = alloc.u32(ALLOCATION.memory_offset_low) | (alloc.u32(ALLOCATION.memory_offset_high) << 32)
+        extra = u.table(TENSOR_T.extra_tensor_info, "ExtraTensorInfo")
+        fqn, location, device = None, SEGMENT, CPU
+        if extra is not None:  # absent before ExecuTorch 0.5; location since 0.5, device_type since 1.3
+            fqn = extra.string(EXTRA_TENSOR_INFO.fully_qualified_name)
+            location = extra.i8(EXTRA_TENSOR_INFO.location)
             if location not in (SEGMENT, EXTERNAL):
                 raise self.fail(f"tensor value {i} has invalid data location {location}")
-        return TensorDesc(st, sizes, dim_order, u.u32(14), mem_id, mem_off, dyn, fqn, location)
+            device = extra.i8(EXTRA_TENSOR_INFO.device_type)
+            if device not in DEVICE_NAMES:
+                raise self.fail(f"tensor value {i} has invalid device type {device}")
+        self.check_size(i, sizes)
+        return TensorDesc(st, sizes, dim_order, u.u32(TENSOR_T.data_buffer_idx), mem_id, mem_off, dyn, fqn, location,
+                          device)
 
     def read_instruction(self, ins: Table, n: int, n_ops: int, n_delegates: int) -> Instruction:
-        tag, u = ins.union(4, 6, "Instruction arguments")
+        tag, u = ins.union(INSTRUCTION.instr_args_type, INSTRUCTION.instr_args, "Instruction arguments")
         if u is None:
             raise self.fail(f"instruction with tag {tag} has no arguments")
 
@@ -518,24 +421,25 @@ class _PlanReader:
             return v
 
         if tag == KERNEL_CALL:
-            op = u.i32(4)
+            op = u.i32(KERNEL_CALL_T.op_index)
             if not 0 <= op < n_ops:
                 raise self.fail(f"KernelCall operator index {op} is out of range ({n_ops} operators)")
             if op in self.garbled_ops:
                 raise self.fail(f"KernelCall calls operator {op}, whose name is not valid UTF-8 "
                                 f"({self.garbled_ops[op]})")
-            return KernelCall(op, tuple(idx(a, "argument") for a in u.values(6, "i")))
+            return KernelCall(op, tuple(idx(a, "argument") for a in u.values(KERNEL_CALL_T.args, "i")))
         if tag == DELEGATE_CALL:
-            d = u.i32(4)
+            d = u.i32(DELEGATE_CALL_T.delegate_index)
             if not 0 <= d < n_delegates:
                 raise self.fail(f"DelegateCall delegate index {d} is out of range ({n_delegates} delegates)")
-            return DelegateCall(d, tuple(idx(a, "argument") for a in u.values(6, "i")))
+            return DelegateCall(d, tuple(idx(a, "argument") for a in u.values(DELEGATE_CALL_T.args, "i")))
         if tag == MOVE_CALL:
-            return MoveCall(idx(u.i32(4), "source"), idx(u.i32(6), "destination"))
+            return MoveCall(idx(u.i32(MOVE_CALL_T.move_from), "source"), idx(u.i32(MOVE_CALL_T.move_to), "destination"))
         if tag == JUMP_FALSE_CALL:
-            return JumpFalseCall(idx(u.i32(4), "condition"), u.i32(6))
+            return JumpFalseCall(idx(u.i32(JUMP_FALSE_CALL_T.cond_value_index), "condition"),
+                                 u.i32(JUMP_FALSE_CALL_T.destination_instruction))
         if tag == FREE_CALL:
-            return FreeCall(idx(u.i32(4), "value"))
+            return FreeCall(idx(u.i32(FREE_CALL_T.value_index), "value"))
         raise self.fail(f"unknown instruction type {tag}")
 
     def validate_values(self, plan: ExecutionPlan) -> None:

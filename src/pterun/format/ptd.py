@@ -16,7 +16,7 @@ import numpy as np
 from pterun.errors import InvalidProgramError
 from pterun.format import dtypes
 from pterun.format.flatbuffer import Buffer, Table
-from pterun.format.program import Record
+from pterun._record import Record
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")

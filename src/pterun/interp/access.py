@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pterun.format.program import (DELEGATE_CALL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, OPT_TENSOR_LIST,
-                                   TENSOR, TENSOR_LIST)
+from pterun.format.schema import (DELEGATE_CALL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, OPT_TENSOR_LIST, TENSOR,
+                                  TENSOR_LIST)
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Accesses", "After", "SharedBytes", "kernels_for", "storage_span", "view_roots", "written_slots"]

@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from pterun.errors import NotSupportedError, OperatorMissingError
-from pterun.format.program import (DELEGATE_CALL, DOUBLE, DYNAMIC_UNBOUND, FREE_CALL, BOOL, INT, KERNEL_CALL,
-                                   MOVE_CALL, STATIC, TENSOR, ExecutionPlan)
+from pterun.format.schema import (BOOL, CPU, DELEGATE_CALL, DEVICE_NAMES, DOUBLE, DYNAMIC_UNBOUND, FREE_CALL, INT,
+                                  KERNEL_CALL, MOVE_CALL, STATIC, TENSOR, ExecutionPlan)
 from pterun.interp.access import kernels_for
 from pterun.interp.tensor import Tensor
 
@@ -46,11 +46,18 @@ class Analysis(NamedTuple):
 
 def check_supported(plan: ExecutionPlan, where: str) -> None:
     """Raise what pterun cannot run in ``plan``: :class:`~pterun.errors.OperatorMissingError` naming every
-    operator it has no kernel for, :class:`~pterun.errors.NotSupportedError` for unbounded dynamic shapes, scalar
-    types NumPy cannot hold and operators pterun refuses on purpose."""
+    operator it has no kernel for, :class:`~pterun.errors.NotSupportedError` for memory placed on a device other
+    than the CPU, unbounded dynamic shapes, scalar types NumPy cannot hold and operators pterun refuses on
+    purpose."""
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+    for arena, device in plan.buffer_devices:
+        raise NotSupportedError(f"{where}: memory arena {arena} is placed on {DEVICE_NAMES[device]} (the file's "
+                                "non_const_buffer_device, ExecuTorch 1.4); pterun runs on the CPU only")
     for i, (tag, p) in enumerate(plan.values):
         if tag == TENSOR:
+            if p.device != CPU:
+                raise NotSupportedError(f"{where}: tensor value {i} is placed on {DEVICE_NAMES[p.device]} (the file's "
+                                        "device_type, ExecuTorch 1.3); pterun runs on the CPU only")
             if p.dynamism == DYNAMIC_UNBOUND:
                 raise NotSupportedError(f"{where}: tensor value {i} has unbounded dynamic shape, which ExecuTorch's "
                                         "runtime does not support either")

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from pterun.errors import InvalidProgramError
 from pterun.format import dtypes
-from pterun.format.program import (BOOL, BOOL_LIST, DOUBLE, DOUBLE_LIST, INT, INT_LIST, NULL, OPT_TENSOR_LIST,
-                                   STRING, TAG_NAMES, TENSOR, TENSOR_LIST)
+from pterun.format.schema import (BOOL, BOOL_LIST, DOUBLE, DOUBLE_LIST, INT, INT_LIST, NULL, OPT_TENSOR_LIST, STRING,
+                                  TAG_NAMES, TENSOR, TENSOR_LIST)
 
 if TYPE_CHECKING:  # importing the registry would load every kernel family at ``import pterun``
     from pterun.kernels.registry import Arg

@@ -23,7 +23,7 @@ from pterun._log import logger
 from pterun.config import Settings
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import DelegateError, PterunError
-from pterun.format.program import DELEGATE_CALL, KERNEL_CALL, TENSOR
+from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
 from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
 from pterun.interp.merge import DelegatePart, Run, absorbed_op, find_runs, slots_read_outside
@@ -83,8 +83,8 @@ def _context(src: Source, index: int, memory, analysis: Analysis, settings: Sett
              first_call: bool) -> DelegateContext:
     values, plan = memory.values, src.plan
     calls = analysis.calls.get(index, ()) if first_call else ()
-    call_args = tuple(tuple(plan.values[a][1].numel if 0 <= a < len(plan.values) and plan.values[a][0] == TENSOR else None
-                            for a in args) for args in calls)
+    call_args = tuple(tuple(plan.values[a][1].numel if 0 <= a < len(plan.values) and plan.values[a][0] == TENSOR
+                            else None for a in args) for args in calls)
     first = calls[0] if calls else ()
     return DelegateContext(src.pf.name, plan.name, index, memory.named_data, settings.engine,
                            threads.resolve_threads(settings.num_threads), call_args, analysis.dynamic_sizes,

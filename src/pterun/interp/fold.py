@@ -13,8 +13,8 @@ import bisect
 import numpy as np
 
 from pterun._log import logger
-from pterun.format.program import EXTERNAL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, DELEGATE_CALL, OPT_TENSOR_LIST, \
-    STATIC, TENSOR, TENSOR_LIST, ExecutionPlan, TensorDesc
+from pterun.format.schema import (DELEGATE_CALL, EXTERNAL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, OPT_TENSOR_LIST,
+                                  STATIC, TENSOR, TENSOR_LIST, ExecutionPlan, TensorDesc)
 
 
 class Folder:

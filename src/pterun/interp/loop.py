@@ -1,10 +1,10 @@
-"""Pass 4, the execution loop: call a loaded method's steps in order, following JumpFalse where a chain has jumps.
+"""The execution loop: call a loaded method's steps in order, following JumpFalse where a chain has jumps.
 
 A step (pterun.interp.steps) is a zero-argument function called for its effect; its return value is ignored. A
-chain with control flow also holds :class:`JumpFalse` records, which say where to go next; the chain's ``jumps``
-lists, per position, None or the JumpFalse's ``target``. Errors are reported
-with the failing instruction's operator and index. A chain is a :class:`pterun.interp.steps.Chain`. :func:`pterun.interp.observe.run_observed` is the same loop
-with a hook around each step.
+chain (:class:`pterun.interp.steps.Chain`) with control flow also holds :class:`JumpFalse` records, which say
+where to go next; the chain's ``jumps`` lists, per position, None or the JumpFalse's ``target``. Errors are
+reported with the failing instruction's operator and index. :func:`pterun.interp.observe.run_observed` is the same
+loop with a hook around each step.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import numpy as np
 
 from pterun.errors import InvalidProgramError, NamedDataNotFoundError
 from pterun.format import dtypes
-from pterun.format.program import EXTERNAL, NULL, STATIC, TENSOR, ExecutionPlan, ProgramFile, TensorDesc
+from pterun.format.program import ProgramFile
+from pterun.format.schema import EXTERNAL, NULL, STATIC, TENSOR, ExecutionPlan, TensorDesc
 from pterun.interp.tensor import Tensor
 
 def _physical_memory() -> int:

@@ -28,8 +28,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pterun.format.program import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
-                                   MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
+from pterun.format.schema import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
+                                  MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
 from pterun.interp.access import Accesses, After, storage_span, view_roots
 from pterun.interp.tensor import Tensor
 

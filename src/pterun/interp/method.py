@@ -32,7 +32,8 @@ from pterun import threads
 from pterun._fpstate import quiet, restore
 from pterun.config import Settings
 from pterun.errors import InvalidProgramError, KernelError
-from pterun.format.program import INT_LIST, TENSOR, ExecutionPlan, ProgramFile
+from pterun.format.program import ProgramFile
+from pterun.format.schema import INT_LIST, TENSOR, ExecutionPlan
 from pterun.interp.access import Accesses
 from pterun.interp.analysis import analyse, check_supported
 from pterun.interp.binding import Binder

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from pterun.errors import InvalidProgramError, KernelError
-from pterun.format.program import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
+from pterun.format.schema import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
 from pterun.interp.loop import JumpFalse
 from pterun.interp.tensor import Tensor
 

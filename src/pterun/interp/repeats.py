@@ -23,7 +23,7 @@ Example::
 
 from __future__ import annotations
 
-from pterun.format.program import DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR
+from pterun.format.schema import DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR
 from pterun.interp.access import Accesses, After, kernels_for, written_slots
 from pterun.interp.merge import const_int
 

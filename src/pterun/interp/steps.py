@@ -10,8 +10,8 @@ input element left out (pterun.interp.repeats). :func:`build_steps` returns a :c
 
 Example::
 
-    >>> built = build_steps(plan, values, analysis, delegates, binder, where, folder, repeats, seed=None)  # doctest: +SKIP
-    >>> [len(c.steps) for c in built.chains], len(built.folded)                                            # doctest: +SKIP
+    >>> built = build_steps(plan, values, analysis, delegates, binder, where, folder)   # doctest: +SKIP
+    >>> [len(c.steps) for c in built.chains], len(built.folded)                        # doctest: +SKIP
     ([134], 12)
 """
 
@@ -23,8 +23,8 @@ from typing import NamedTuple
 import numpy as np
 
 from pterun.errors import InvalidProgramError
-from pterun.format.program import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL,
-                                   MOVE_CALL, TAG_NAMES, TENSOR)
+from pterun.format.schema import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
+                                  TAG_NAMES, TENSOR)
 from pterun.interp.access import kernels_for, written_slots
 from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from pterun.format.program import Record  # immutable slotted records (dataclasses cost ~5 ms to import)
+from pterun._record import Record  # immutable slotted records (dataclasses cost ~5 ms to import)
 
 __all__ = ["Arg", "Schema", "Kernel", "KERNELS", "register", "parse_schema"]
 
