@@ -60,3 +60,27 @@ def test_a_memory_arena_placed_on_another_device_is_refused_naming_it():
                                                 r"only$"):
         _plan_on(on_cuda)
     assert _plan_on(plan).plan is plan  # the same plan on the CPU loads
+
+
+def test_inspect_says_what_the_container_tells_of_its_origin():
+    from pterun.summary import describe, format_text
+    info = describe(FIXTURES / "mlp.pte")
+    assert info["origin"] == {"extended_header_bytes": 32, "constants_in": "segment", "features": []}
+    assert format_text(info).splitlines()[1] == "format: extended header of 32 bytes (ExecuTorch 1.0+); constants in a " \
+                                                "segment"
+    info = describe(FIXTURES / "xnn_mlp.pte")
+    assert info["origin"]["features"] == ["named data (0.6+)"]
+    assert [d["payload_format"] for m in info["methods"] for d in m["delegates"]] == ["XN01 in an XH00 header"]
+    assert describe(FIXTURES / "ext_mlp.pte")["origin"]["features"] == ["external tensors (0.5+)"]
+
+
+def test_a_payload_without_its_header_says_so():
+    from pterun.delegates.xnnpack.payload import payload_format
+    from xnn_payloads import Graph
+    g = Graph()
+    x = g.input([2])
+    g.node("Abs", input_id=x, output_id=g.output([2]))
+    blob, _ = g.blob()
+    assert payload_format(blob) == "XN01 in an XH00 header"
+    fb = blob[int.from_bytes(bytes(blob[10:14]), "little"):]  # the flatbuffer alone, as before the XH00 header
+    assert payload_format(fb[: int.from_bytes(bytes(blob[14:18]), "little")]) == "XN01 bare"

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+from pterun.delegates import BACKENDS
+from pterun.errors import PterunError
 from pterun.format import dtypes
-from pterun.format.schema import DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR, ExecutionPlan
+from pterun.format.schema import (CPU, DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR,
+                                  ExecutionPlan)
 from pterun.runtime import DataPath, Program, ProgramSource, Runtime, read_data_file
 
-__all__ = ["describe"]
+__all__ = ["describe", "origin"]
 
 
 def _value_info(plan: ExecutionPlan, index: int) -> dict:
@@ -45,24 +48,48 @@ def _numpy_name(scalar_type: int) -> str | None:
 
 
 def _delegate_info(prog: Program, d, calls: int) -> dict:
+    """One delegate: its backend, calls, payload size and compile spec keys, and what its backend says of the
+    payload (:meth:`pterun.delegates.Backend.describe`)."""
     blob = prog.file.delegate_blob(d)
     info = {"backend": d.backend_id, "calls": calls, "payload_bytes": int(blob.size),
             "compile_specs": [k for k, _ in d.compile_specs]}
-    if d.backend_id == "XnnpackBackend":
-        from pterun.delegates.xnnpack.payload import read_graph
-        from pterun.errors import PterunError
-
-        try:
-            graph = read_graph(blob, prog.named_data)
-        except (PterunError, KeyError) as e:
-            info["summary_error"] = str(e)
-            return info
-        info["nodes"] = dict(sorted(Counter(f"XNN{n.name}" for n in graph.nodes).items()))
-        info["value_datatypes"] = dict(sorted(Counter(v.dtype_name for v in graph.values.values()).items()))
-        from pterun.delegates.xnnpack import Graph, engine_for
-
-        info["engine"], info["engine_reason"] = engine_for(Graph.of(graph), prog.engine)
+    backend = BACKENDS.get(d.backend_id) if d.backend_id in BACKENDS else None
+    if backend is not None:
+        info.update(backend.describe(blob, prog.named_data, prog.engine))
     return info
+
+
+def origin(pf) -> dict:
+    """What a program's container says of the release that wrote it: the extended header (none; 24 bytes before
+    ExecuTorch 1.0, 32 since), where constants are (a segment, or the ``constant_buffer`` of early files), and
+    the schema features it uses, with the release that introduced each."""
+    features = []
+    if pf.named_data:
+        features.append("named data (0.6+)")
+    if pf.mutable_segments:
+        features.append("mutable data segments")
+    plans = []
+    for h in pf.plan_headers:
+        try:
+            plans.append(pf.plan(h.index))
+        except PterunError:
+            continue  # the method reports its own error where it is loaded
+    tensors = [d for p in plans for tag, d in p.values if tag == TENSOR]
+    if any(d.location == EXTERNAL for d in tensors):
+        features.append("external tensors (0.5+)")
+    if any(d.device != CPU for d in tensors) or any(p.buffer_devices for p in plans):
+        features.append("device placement (1.3+)")
+    types = sorted({dtypes.scalar_type_name(d.scalar_type) for d in tensors if d.scalar_type in _NEWER_TYPES})
+    if types:
+        features.append(f"scalar types {', '.join(types)} ({_NEWER_TYPES_SINCE})")
+    constants = "segment" if pf.constant_segment is not None else \
+        "constant_buffer" if any(b is not None and len(b) for b in pf.constant_buffers[1:]) else "none"
+    return {"extended_header_bytes": pf.header_length, "constants_in": constants, "features": features}
+
+
+#: scalar types added to the schema after 0.4 (BITS16, the float8 family and UINT16/32/64 in 0.5, BFLOAT16 in 1.2)
+_NEWER_TYPES = frozenset({15, 22, 23, 24, 25, 26, 27, 28, 29})
+_NEWER_TYPES_SINCE = "0.5+, BFloat16 1.2+"
 
 
 def _is_constant_method(plan: ExecutionPlan) -> bool:
@@ -140,6 +167,7 @@ def describe(source: ProgramSource | None, *, program: Program | None = None, da
         "constant_tensors": (len(pf.constant_segment[1]) - 1) if pf.constant_segment is not None
         else max(len(pf.constant_buffers) - 1, 0),
         "named_data_keys": sorted(pf.named_data),
+        "origin": origin(pf),
         "supported": {"operators_missing": sorted({op for m in methods for op in m["operators"]}
                                                   - rt.operator_registry.operator_names),
                       "backends_missing": sorted({d["backend"] for m in methods for d in m["delegates"]}
@@ -149,6 +177,20 @@ def describe(source: ProgramSource | None, *, program: Program | None = None, da
         info["kind"] = "bundled program (.bpte)"
         info["test_cases"] = {m: len(bundled.test_cases(m)) for m in sorted(bundled.method_names)}
     return info
+
+
+def _origin_line(o: dict, methods: list[dict]) -> str:
+    """One line of what the container says of its origin."""
+    n = o["extended_header_bytes"]
+    head = {0: "no extended header", 24: "extended header of 24 bytes (before ExecuTorch 1.0)",
+            32: "extended header of 32 bytes (ExecuTorch 1.0+)"}.get(n, f"extended header of {n} bytes")
+    where = {"segment": "constants in a segment", "constant_buffer": "constants in constant_buffer (early files)",
+             "none": "no constants"}
+    parts = [head, where[o["constants_in"]]]
+    payloads = sorted({d["payload_format"] for m in methods for d in m["delegates"] if "payload_format" in d})
+    if payloads:
+        parts.append("XNNPACK payloads " + ", ".join(payloads))
+    return "; ".join(parts + o["features"])
 
 
 def _delegate_lines(delegates: list[dict]) -> list[str]:
@@ -186,6 +228,7 @@ def format_text(info: dict) -> str:
         return "\n".join(lines)
     lines = [f"{info['file']}: {info['file_bytes']} bytes, {len(info['methods'])} method(s), "
              f"{len(info['segments'])} segment(s), {info['constant_tensors']} constant tensor(s)"]
+    lines.append("format: " + _origin_line(info["origin"], info["methods"]))
 
     def tensor_line(v: dict) -> str:
         if v["kind"] != "Tensor":
