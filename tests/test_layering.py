@@ -3,7 +3,8 @@
 * no module outside ``pterun/interp`` touches an underscore attribute of an object from elsewhere (``obj._name``
   where ``obj`` is not ``self``/``cls`` and ``_name`` is not defined in that module), nor imports an underscore
   name from a module of another package;
-* the module-level imports among ``src/pterun`` modules have no cycle;
+* the imports among ``src/pterun`` modules have no cycle, at any depth (inside functions and ``if TYPE_CHECKING:``
+  too: a lazy import is still an arrow of the design), and none runs back up the layers (:data:`LAYERS`);
 * only ``pterun/config.py`` reads the environment.
 
 Each check is a function of the source text, so the tests below also run it on planted violations to show it can
@@ -136,13 +137,19 @@ def _module_level_imports(tree: ast.Module):
             todo.extend(node.body)
 
 
-def import_graph(sources: dict[str, tuple[Path, str]]) -> dict[str, set[str]]:
-    """module -> the pterun modules it imports at module level (``from pkg import sub`` counts as the submodule
-    ``pkg.sub``; ``from pkg import name`` as ``pkg`` itself)."""
+def _all_imports(tree: ast.Module):
+    """Every import statement of a module, wherever it is (functions, classes, ``if TYPE_CHECKING:``)."""
+    return (node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom)))
+
+
+def import_graph(sources: dict[str, tuple[Path, str]], any_depth: bool = False) -> dict[str, set[str]]:
+    """module -> the pterun modules it imports at module level, or anywhere with ``any_depth`` (``from pkg import
+    sub`` counts as the submodule ``pkg.sub``; ``from pkg import name`` as ``pkg`` itself)."""
     graph: dict[str, set[str]] = {m: set() for m in sources}
     for module, (path, text) in sources.items():
         package = _package(module, path)
-        for node in _module_level_imports(ast.parse(text)):
+        tree = ast.parse(text)
+        for node in _all_imports(tree) if any_depth else _module_level_imports(tree):
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             else:
@@ -188,6 +195,37 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: the layers of the package, lowest first: a module imports only modules of its own layer or below (the longest
+#: prefix names a module's layer)
+LAYERS = (
+    ("pterun.errors", "pterun._log", "pterun._fpstate", "pterun._record", "pterun.config", "pterun.numerics"),
+    ("pterun.threads", "pterun.format"),
+    ("pterun.kernels", "pterun.delegates"),
+    ("pterun.interp",),
+    ("pterun.convert", "pterun.runtime", "pterun.bundled"),
+    ("pterun.summary", "pterun.profile", "pterun.trace", "pterun.llm"),
+    ("pterun.module",),
+    ("pterun",),
+    ("pterun.cli", "pterun.__main__"),
+)
+
+
+def layer(module: str) -> int:
+    best, found = -1, None
+    for k, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, found = len(name), k
+    if found is None:
+        raise AssertionError(f"{module} is in no layer of LAYERS")
+    return found
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports that run from a module up to a higher layer."""
+    return sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if layer(b) > layer(a))
+
+
 def environment_reads(module: str, text: str) -> list[str]:
     """Where a module other than pterun.config reads (or writes) ``os.environ`` / ``os.getenv``."""
     if module == "pterun.config":
@@ -211,6 +249,13 @@ def test_the_module_level_import_graph_has_no_cycle():
     assert sum(map(len, graph.values())) > 100  # the graph was really read
     assert "pterun.interp.method" in graph["pterun.runtime"]
     assert not cycles(graph), cycles(graph)
+
+
+def test_no_import_at_any_depth_makes_a_cycle_or_runs_up_the_layers():
+    graph = import_graph(_sources(), any_depth=True)
+    assert "pterun.delegates.xnnpack.litert_engine" in graph["pterun.delegates.xnnpack"]  # lazy imports were read
+    assert not cycles(graph), cycles(graph)
+    assert not upward(graph), "\n".join(upward(graph))
 
 
 def test_only_config_reads_the_environment():
@@ -252,6 +297,18 @@ def test_a_planted_import_cycle_is_found():
                     "\ndef f():\n    from pterun import threads\n"):
         sources["pterun.config"] = (path, text + planted)
         assert cycles(import_graph(sources)) == []
+
+
+def test_a_planted_lazy_cycle_and_an_upward_import_are_found():
+    sources = _sources()
+    path, text = sources["pterun.config"]
+    sources["pterun.config"] = (path, text + "\ndef f():\n    from pterun import threads\n")
+    assert ["pterun.config", "pterun.threads"] in cycles(import_graph(sources, any_depth=True))
+    assert "pterun.config -> pterun.threads" in upward(import_graph(sources, any_depth=True))
+    path, text = sources["pterun.format.program"]
+    sources["pterun.format.program"] = (path, text + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                              "    from pterun.interp.tensor import Tensor\n")
+    assert "pterun.format.program -> pterun.interp.tensor" in upward(import_graph(sources, any_depth=True))
 
 
 def test_a_planted_environment_read_is_found():

@@ -12,15 +12,12 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, MethodNotFoundError, NotSupportedError, VerificationError
 from pterun.format.bundled import BundledCase, BundledFile
-
-if TYPE_CHECKING:
-    from pterun.runtime import Program
 
 __all__ = ["BundledProgram", "VerificationResult", "OutputCheck"]
 
@@ -79,9 +76,10 @@ def _compare(index: int, expected, actual, rtol: float, atol: float) -> OutputCh
 
 
 class BundledProgram:
-    """A loaded ``.bpte``: the embedded :attr:`program` plus its test cases per method."""
+    """A loaded ``.bpte``: the embedded :attr:`program` (a :class:`pterun.runtime.Program`, which
+    :meth:`pterun.Runtime.load_bundled_program` loads) plus its test cases per method."""
 
-    def __init__(self, bf: BundledFile, program: Program):
+    def __init__(self, bf: BundledFile, program: Any):
         self._bf = bf
         self.program = program
         self._suites = {s.method: s for s in bf.suites}
