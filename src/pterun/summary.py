@@ -17,6 +17,7 @@ from collections import Counter
 
 from pterun.delegates import BACKENDS
 from pterun.errors import PterunError
+from pterun.format.program import ProgramFile
 from pterun.format import dtypes
 from pterun.format.schema import (CPU, DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR,
                                   ExecutionPlan)
@@ -59,7 +60,7 @@ def _delegate_info(prog: Program, d, calls: int) -> dict:
     return info
 
 
-def origin(pf) -> dict:
+def origin(pf: ProgramFile) -> dict:
     """What a program's container says of the release that wrote it: the extended header (none; 24 bytes before
     ExecuTorch 1.0, 32 since), where constants are (a segment, or the ``constant_buffer`` of early files), and
     the schema features it uses, with the release that introduced each."""
