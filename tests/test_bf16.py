@@ -1,4 +1,4 @@
-"""bfloat16 programs give ExecuTorch's numbers.
+"""bfloat16 programs give ExecuTorch's numbers, and torch bf16 tensors go in and come out.
 
 * The ``bf16_*`` fixtures (tools/export_bf16_fixtures.py) hold ExecuTorch 1.5.1's outputs. Where ExecuTorch's
   kernel rounds in bf16 at every step in a fixed order (addmm, convolution, pooling, batch norm, var, prod,
@@ -10,18 +10,22 @@
   of its elements must be within one bf16 ulp (on the machine that recorded them, they are bit for bit).
 * Each bf16 kernel path is also checked against a literal transcription of ExecuTorch's C++ loop (one rounding
   per ``c10::BFloat16`` operation) on cases the fixtures do not reach (strides, dilation, groups, ceil mode ...).
+* Torch never runs here: a stand-in with torch's behaviour (its DLPack export refuses bf16 as NumPy's import
+  does, ``view(torch.int16)`` gives the bits) checks the conversions.
 """
 
 from __future__ import annotations
 
 import math
+import sys
+import types
 
 import ml_dtypes
 import numpy as np
 import pytest
 from fixtures_util import FIXTURES, load_calls
 
-from pterun import Runtime
+from pterun import InvalidArgumentError, Runtime
 from pterun.kernels import KERNELS
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -311,3 +315,114 @@ def test_bf16_layer_norm_of_wide_rows_is_the_true_layer_norm():
     want = (xd - xd.mean(-1, keepdims=True)) / np.sqrt(xd.var(-1, keepdims=True) + 1e-5)
     got = np.asarray(y).astype(BF16).astype(np.float64)
     assert np.max(np.abs(got - want)) <= 2 ** -8 * np.max(np.abs(want))
+
+
+# -- torch tensors in and out, with a stand-in for torch ---------------------------------------------------------
+@pytest.fixture
+def fake_torch(monkeypatch):
+    """A module 'torch' whose Tensor behaves as torch's does at pterun's boundary: DLPack refuses bfloat16 the
+    way NumPy's importer does, ``view(torch.int16)`` gives the bits; ``from_numpy`` and ``Tensor.view(dtype)``
+    for outputs."""
+    torch = types.ModuleType("torch")
+
+    class Dtype:
+        def __init__(self, name):
+            self.name = name
+
+        def __repr__(self):
+            return f"torch.{self.name}"
+
+    torch.bfloat16, torch.int16, torch.float32 = Dtype("bfloat16"), Dtype("int16"), Dtype("float32")
+
+    class Tensor:
+        def __init__(self, array, dtype):
+            self.array, self.dtype = array, dtype  # array: the data as NumPy holds it (bf16: int16 bits)
+
+        def __dlpack__(self, **kwargs):
+            if self.dtype is torch.bfloat16:
+                raise RuntimeError("Unsupported dtype in DLTensor.")
+            return self.array.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+        def detach(self):
+            return self
+
+        def view(self, dtype):
+            assert dtype.name in ("int16", "bfloat16")
+            return Tensor(self.array, dtype)
+
+    Tensor.__module__ = "torch"
+    torch.Tensor = Tensor
+    torch.from_numpy = lambda a: Tensor(a, {"int16": torch.int16, "float32": torch.float32}[a.dtype.name])
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    return torch
+
+
+def test_a_torch_bf16_tensor_is_taken_through_its_bits(fake_torch):
+    call = load_calls("bf16_mlp")[0]
+    x = call["inputs"][0]
+    tensor = fake_torch.Tensor(x.view(np.int16), fake_torch.bfloat16)
+    method = Runtime.get().load_program(FIXTURES / "bf16_mlp.pte").load_method("forward")
+    (got,) = method.execute([tensor])
+    assert ulps(got, call["outputs"][0]).max() == 0
+    from pterun.convert import to_host_array
+
+    host = to_host_array(tensor, 0)
+    assert host.dtype == BF16 and np.shares_memory(host, x)  # no copy of host memory
+
+
+def test_a_torch_bf16_tensor_for_a_float32_input_is_refused_by_dtype(fake_torch):
+    tensor = fake_torch.Tensor(np.zeros((4, 16), np.int16), fake_torch.bfloat16)
+    method = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    with pytest.raises(InvalidArgumentError, match=r"^input 0: expected dtype float32, got bfloat16 "):
+        method.execute([tensor])
+
+
+def test_a_bf16_exporter_without_an_integer_view_is_read_through_array():
+    class JaxLike:  # DLPack refuses bf16; __array__ gives ml_dtypes' bfloat16, as JAX's arrays do
+        dtype = "bfloat16"
+
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("bfloat16 is not supported by this importer")
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+    call = load_calls("bf16_mlp")[0]
+    method = Runtime.get().load_program(FIXTURES / "bf16_mlp.pte").load_method("forward")
+    (got,) = method.execute([JaxLike(call["inputs"][0])])
+    assert ulps(got, call["outputs"][0]).max() == 0
+
+
+def test_a_bf16_exporter_offering_no_way_in_is_an_invalid_argument():
+    class Opaque:
+        dtype = "bfloat16"
+
+        def __dlpack__(self, **kwargs):
+            raise RuntimeError("Unsupported dtype in DLTensor.")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    method = Runtime.get().load_program(FIXTURES / "bf16_mlp.pte").load_method("forward")
+    with pytest.raises(InvalidArgumentError, match=r"^input 0: could not copy the Opaque to host memory via "
+                                                   r"DLPack \(RuntimeError: Unsupported dtype in DLTensor.\)$"):
+        method.execute([Opaque()])
+
+
+def test_bf16_outputs_come_back_as_torch_bf16_tensors(fake_torch, monkeypatch):
+    monkeypatch.delenv("PTERUN_TENSOR_OUTPUT", raising=False)
+    call = load_calls("bf16_mlp")[0]
+    program = Runtime.get().load_program(FIXTURES / "bf16_mlp.pte", tensor_output="torch")
+    (got,) = program.load_method("forward").execute(call["inputs"])
+    assert type(got) is fake_torch.Tensor and got.dtype is fake_torch.bfloat16
+    assert got.array.dtype == np.int16  # torch.from_numpy of the output's bits, viewed as torch.bfloat16
+    np.testing.assert_array_equal(got.array, call["outputs"][0].view(np.int16))
+    (f32,) = Runtime.get().load_program(FIXTURES / "mlp.pte", tensor_output="torch").load_method("forward").execute(
+        load_calls("mlp")[0]["inputs"])
+    assert f32.dtype is fake_torch.float32
