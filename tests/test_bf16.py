@@ -305,6 +305,32 @@ def test_var_prod_and_batch_statistics_accumulate_in_bf16():
             assert float(np.asarray(y).astype(BF16)[b, ch, t]) == want
 
 
+def test_var_mean_over_the_innermost_dim_divides_by_a_bf16_denominator():
+    # op_var_mean.cpp's loop over one innermost dim of a contiguous input divides by
+    # static_cast<CTYPE>(denominator) (299 is 300 in bf16); elsewhere, as var does, by the double
+    x = rand_bf16(np.random.default_rng(6), 4, 300, scale=2.0)
+    var_mean = KERNELS["aten::var_mean.correction_out"].fn
+    inner, _ = var_mean(x, (1,), 1, False, np.empty(4, BF16), np.empty(4, BF16))
+    whole, _ = var_mean(x, (0, 1), 1, False, np.empty((), BF16), np.empty((), BF16))
+    plain = KERNELS["aten::var.correction_out"].fn(x, (1,), 1, False, np.empty(4, BF16))
+    xf = x.astype(F32)
+    sq = []
+    for vals in [xf[i] for i in range(4)] + [xf.reshape(-1)]:
+        total = 0.0
+        for v in vals:
+            total = r(total + v)
+        mean = div(total, r(vals.size))
+        acc = 0.0
+        for v in vals:
+            acc = r(acc + r(r(v - mean) * r(v - mean)))
+        sq.append(acc)
+    as_bf16 = [r(float(np.asarray(v).astype(F32))) for v in (*np.asarray(inner).ravel(), whole)]
+    assert as_bf16[:4] == [div(q, r(299)) for q in sq[:4]]
+    assert as_bf16[4] == r(sq[4] / 1199)
+    assert [r(float(v)) for v in np.asarray(plain)] == [r(q / 299) for q in sq[:4]]
+    assert [div(q, r(299)) for q in sq[:4]] != [r(q / 299) for q in sq[:4]]  # the two rules do differ here
+
+
 def test_bf16_layer_norm_of_wide_rows_is_the_true_layer_norm():
     # ExecuTorch 1.5.1's optimized layer norm reads a bf16 row of 256+ elements as float32 vectors (its
     # RowwiseMoments has no bf16 conversion) and gets the statistics wrong; pterun does not copy that

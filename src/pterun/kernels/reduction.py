@@ -206,7 +206,7 @@ def any_out(self, dim, keepdim, out):
     return np.any(self, axis=wrap_dim(dim, self.ndim), keepdims=keepdim)
 
 
-def _var_mean(self, dim, correction, keepdim, out):
+def _var_mean(self, dim, correction, keepdim, out, innermost_fast_path=False):
     """(var, mean) in the output's dtype (halves in float32): two passes; NaN when nothing is left to
     divide by, as ExecuTorch."""
     if not is_floating(self.dtype):
@@ -221,20 +221,26 @@ def _var_mean(self, dim, correction, keepdim, out):
         nan = np.full(shape, np.nan, acc)
         return nan, nan
     if is_bfloat16(out.dtype):
-        return _var_mean_bf16(self, axes, n, denom, keepdim, shape)
+        # var_mean's loop over one innermost dim of a contiguous same-dtype input divides by bf16(denominator)
+        fast = innermost_fast_path and axes == (self.ndim - 1,) and self.dtype == out.dtype and \
+            self.flags.c_contiguous
+        return _var_mean_bf16(self, axes, n, denom, keepdim, shape, bf16_denominator=fast)
     mean = np.sum(x, axis=axes, keepdims=True) / acc.type(n)
     d = x - mean
     var = np.sum(d * d, axis=axes, keepdims=keepdim) / denom
     return var, mean.reshape(shape)
 
 
-def _var_mean_bf16(x, axes, n, denom, keepdim, shape):
+def _var_mean_bf16(x, axes, n, denom, keepdim, shape, bf16_denominator=False):
     """ExecuTorch's bf16 variance: a running bf16 sum, ``mean = sum / bf16(n)``, then a running bf16 sum of
-    ``(v - mean) * (v - mean)`` (each step rounded), divided by the denominator in double."""
+    ``(v - mean) * (v - mean)`` (each step rounded), divided by the denominator in double, or (var_mean's
+    innermost-dim loop) by the denominator as a bf16."""
     x = _bf16.as_bf16(x)
     mean = _bf16.running_sum(x, axes, keepdims=True) / _bf16.as_bf16(n)
     d = x - mean
     sq = _bf16.running_sum(d * d, axes, keepdims=keepdim)
+    if bf16_denominator:
+        return sq / _bf16.as_bf16(denom), mean.reshape(shape)
     var = (sq.astype(F64) / denom).astype(F32)  # stored through float, as the C++ double -> BFloat16 goes
     return var, mean.reshape(shape)
 
@@ -254,7 +260,7 @@ def var_out(self, dim, unbiased, keepdim, out):
 @register("aten::var_mean.correction_out")
 def var_mean_correction_out(self, dim, correction, keepdim, out0, out1):
     """var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))"""
-    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out0)
+    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out0, innermost_fast_path=True)
 
 
 @register("aten::cumsum.out")
