@@ -7,9 +7,10 @@ Run with the *reference* virtualenv (torch + executorch); pterun itself never de
     .ref/bin/python tools/export_bf16_fixtures.py mlp cnn    # only some of them
 
 Each model is built in bf16 (weights and inputs) with fixed seeds, exported like the portable fixtures
-(``torch.export.export`` -> ``to_edge`` -> ``to_executorch``, no delegate: ExecuTorch 1.5.1's XNNPACK partitioner
-takes no bf16 node, so a bf16 program runs on the portable and optimized kernels either way), and its calls are
-run, in order, on one program loaded by ExecuTorch's runtime. ``tests/fixtures/bf16_NAME.npz`` then holds the
+(``torch.export.export`` -> ``to_edge`` -> ``to_executorch``, no delegate), and its calls are run, in order, on one
+program loaded by ExecuTorch's runtime. Each is also lowered with ``XnnpackPartitioner``, and the script checks
+that no bf16 value enters a delegate: ExecuTorch 1.5.1's partitioner takes no bf16 node, so the bf16 part of a
+program runs on the portable and optimized kernels either way (a float32 island inside it may be delegated). ``tests/fixtures/bf16_NAME.npz`` then holds the
 inputs and ExecuTorch's outputs in the usual manifest layout (see ``tests/fixtures/README.md``), except that a
 bf16 tensor is stored as its uint16 bit pattern and its manifest entry says so: ``{"array": KEY, "dtype":
 "bfloat16"}`` (NumPy has no bfloat16 of its own, and ``np.save`` of an ml_dtypes array reads back as raw bytes).
@@ -224,10 +225,33 @@ def compare_with_eager(fx: Fixture, reference: list[list[Any]]) -> str:
     return f"{differing} of {total} bf16 elements differ (at most {worst:.2g} of the output's scale)"
 
 
+def xnnpack_delegated_dtypes(fx: Fixture) -> set:
+    """The dtypes of the values that go into or come out of XNNPACK delegates when ``fx`` is lowered with
+    ``XnnpackPartitioner``."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    (spec,) = fx.methods.values()
+    ep = torch.export.export(spec.module, spec.example_inputs, strict=False)
+    graph = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).exported_program().graph
+    found = set()
+    for node in graph.nodes:
+        if node.op == "call_function" and "call_delegate" in str(node.target):
+            for v in [a.meta.get("val") for a in node.args[1:] if hasattr(a, "meta")] + [node.meta.get("val")]:
+                for t in v if isinstance(v, (tuple, list)) else [v]:
+                    if isinstance(t, torch.Tensor):
+                        found.add(t.dtype)
+    return found
+
+
 def build_and_record(name: str, fx: Fixture):
     from executorch.runtime import Runtime
 
     et_prog = export_program(fx)
+    delegated = xnnpack_delegated_dtypes(fx)
+    if BF16 in delegated:
+        raise RuntimeError(f"bf16_{name}: the XNNPACK partitioner delegates bf16 values now: regenerate the "
+                           "README's claim and add XNNPACK bf16 fixtures")
     pte = FIXTURE_DIR / f"bf16_{name}.pte"
     pte.write_bytes(et_prog.buffer)
     program = Runtime.get().load_program(str(pte))
@@ -241,7 +265,7 @@ def build_and_record(name: str, fx: Fixture):
             "outputs": [encode_value(v, f"c{ci}_out{j}", arrays) for j, v in enumerate(outs)],
         })
     np.savez(FIXTURE_DIR / f"bf16_{name}.npz", __manifest__=np.array(json.dumps(manifest)), **arrays)
-    return program_operators(et_prog), compare_with_eager(fx, reference), pte.stat().st_size
+    return program_operators(et_prog), compare_with_eager(fx, reference), pte.stat().st_size, delegated
 
 
 def write_readme(rows: list[tuple]) -> None:
@@ -260,6 +284,11 @@ def write_readme(rows: list[tuple]) -> None:
         "`bf16_NAME.npz` has the usual manifest (`__manifest__` = JSON list of calls, arrays `c<call>_in<i>` / "
         '`c<call>_out<j>`); a bf16 tensor is stored as its uint16 bits, its entry marked `"dtype": "bfloat16"`. '
         "`tests/test_bf16.py` checks pterun against them.",
+        "",
+        "Lowered with `XnnpackPartitioner`, no bf16 value enters a delegate (the script checks): ExecuTorch "
+        "1.5.1's partitioner takes no bf16 node. `bf16_mlp` and `bf16_cnn` get no delegate at all; in `bf16_ops` "
+        "XNNPACK takes only the float32 parts (`silu`, which the export computes in float32, and "
+        "the two products of `x.float()`).",
         "",
         "ExecuTorch's portable `addmm`, `convolution`, `avg_pool2d`, `var`, `prod`, `cumsum` and batch norm "
         "accumulate in bf16, rounding after every addition; eager PyTorch accumulates in float32, so the recorded "
@@ -291,8 +320,9 @@ def main(argv=None) -> int:
     rows = []
     for name in args.names or list(FIXTURES):
         fx = FIXTURES[name]()
-        ops, eager, size = build_and_record(name, fx)
-        print(f"== bf16_{name}: {size} bytes; {eager}\n   operators: {', '.join(ops)}")
+        ops, eager, size, delegated = build_and_record(name, fx)
+        print(f"== bf16_{name}: {size} bytes; {eager}\n   operators: {', '.join(ops)}\n   lowered with "
+              f"XnnpackPartitioner, delegate values: {sorted(str(d) for d in delegated) or 'no delegate'}")
         rows.append((name, size, fx.description, ops, eager))
     if len(rows) == len(FIXTURES):
         write_readme(rows)
