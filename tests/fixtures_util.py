@@ -23,7 +23,9 @@ def needs(module: str) -> None:
 
 
 def portable_fixture_names() -> list[str]:
-    return sorted(p.stem for p in FIXTURES.glob("*.pte") if not p.stem.startswith("xnn_"))
+    """The float and quantized portable fixtures (``xnn_*`` are XNNPACK's; ``bf16_*`` have their own test and
+    tolerance, in test_bf16.py)."""
+    return sorted(p.stem for p in FIXTURES.glob("*.pte") if not p.stem.startswith(("xnn_", "bf16_")))
 
 
 def load_calls(name: str) -> list[dict]:
@@ -38,13 +40,19 @@ def load_calls_from(path) -> list[dict]:
         arrays = {k: z[k] for k in z.files if k != "__manifest__"}
 
     def decode(v):
-        if "array" in v:
-            return arrays[v["array"]]
+        if "array" in v:  # bfloat16 is stored as its uint16 bits (NumPy has no bfloat16 of its own)
+            return arrays[v["array"]].view(_bfloat16()) if v.get("dtype") == "bfloat16" else arrays[v["array"]]
         (kind, value), = v.items()
         return {"int": int, "float": float, "bool": bool, "none": lambda _: None}[kind](value)
 
     return [{"method": c["method"], "inputs": [decode(v) for v in c["inputs"]],
              "outputs": [decode(v) for v in c["outputs"]]} for c in manifest]
+
+
+def _bfloat16() -> np.dtype:
+    import ml_dtypes  # only when a fixture holds bf16 tensors: a float fixture must not import it
+
+    return np.dtype(ml_dtypes.bfloat16)
 
 
 def assert_matches(actual, expected, where: str, rtol_scale: float = 1e-4) -> None:

@@ -59,9 +59,11 @@ def test_no_crash_hang_undocumented_exception_or_memory_blowup(campaign):
 
 
 def test_every_mutation_class_reaches_both_outcomes(campaign):
-    # a class that only ever errors (or only ever runs) is not reaching the interesting paths
+    # a class that only ever errors (or only ever runs) is not reaching the interesting paths; except truncation:
+    # a cut file loads only when the cut falls in trailing padding, which the slice reaches by luck (1 case in
+    # ~1000 with this seed on the fixtures before the bf16 ones, none on seeds 1 and 2 or with them)
     for cls, s in campaign["stats"].items():
-        assert s.get("ok", 0) > 0 and s.get("error", 0) > 0, (cls, s)
+        assert (s.get("ok", 0) > 0 or cls == "truncate") and s.get("error", 0) > 0, (cls, s)
     # value mutations keep many files loadable, so the kernels and the delegate see hostile programs
     value = campaign["stats"]["value"]
     assert value["executed"] > value["cases"] // 4 and value["ok"] > value["cases"] // 10, value

@@ -117,3 +117,62 @@ def test_import_and_run_need_neither_pathlib_nor_logging():
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+# what a float program's user does, in order in one interpreter: ml_dtypes (0.7-0.8 s to import with ml_dtypes
+# 0.7.0) must still be absent after each; the last step runs a bf16 program, which needs it, and shows the check
+# sees an import when there is one
+FLOAT_STEPS = {
+    "import pterun": "import pterun",
+    "import pterun.llm": "import pterun.llm",
+    "portable float32 program": "run('mlp.pte')",
+    "XNNPACK float32 program, NumPy engine": "run('xnn_mlp.pte', engine='numpy')",
+    "XNNPACK float32 program, default engine": "run('xnn_mlp.pte')",
+    "XNNPACK 8da4w program (bf16 scales), NumPy engine": "run('xnn_8da4w.pte', engine='numpy')",
+    "XNNPACK 8da4w program (bf16 scales), default engine": "run('xnn_8da4w.pte')",
+    "program with a .ptd": "run('ext_mlp.pte', data_path=FIX + '/ext_mlp.ptd')",
+    "pterun inspect of a .pte": "inspect('mlp.pte'); inspect('xnn_8da4w.pte')",
+    "pterun inspect of a .ptd": "inspect('ext_mlp.ptd')",
+    "pterun inspect of a .bpte": "inspect('bundled.bpte')",
+}
+
+
+def test_float_programs_never_import_ml_dtypes():
+    script = textwrap.dedent(f"""
+        import contextlib, io, json, sys
+        sys.path[:0] = [{str(SRC)!r}, {str(TESTS)!r}]
+        FIX = {str(FIXTURES)!r}
+        loaded = {{}}
+
+        def run(name, **kwargs):
+            import pterun
+            from fixtures_util import load_calls
+            engine = kwargs.pop("engine", None)
+            program = pterun.Runtime.get().load_program(FIX + "/" + name, engine=engine, **kwargs)
+            for call in load_calls(name[:-4]):
+                program.load_method(call["method"]).execute(call["inputs"])
+
+        def inspect(name):
+            from pterun.cli import main
+            with contextlib.redirect_stdout(io.StringIO()):
+                assert main(["inspect", FIX + "/" + name]) == 0
+
+        for step, code in {FLOAT_STEPS!r}.items():
+            exec(code)
+            loaded[step] = "ml_dtypes" in sys.modules
+        run("bf16_mlp.pte")
+        loaded["bf16 program"] = "ml_dtypes" in sys.modules
+        print(json.dumps(loaded))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert loaded == {**{step: False for step in FLOAT_STEPS}, "bf16 program": True}
+
+
+def test_numpy_names_are_those_of_the_dtypes_without_importing_them():
+    from pterun.format import dtypes
+
+    for sid, (_, dt) in dtypes.SCALAR_TYPES.items():
+        assert dtypes.numpy_name(sid) == (None if dt is None else dt.name), sid
+    assert dtypes.numpy_name(99) is None

@@ -256,6 +256,8 @@ def write_readme(path: Path) -> None:
         "* `ext_*`, `xnn_ext_*` (weights in `.ptd` files) and `bundled*.bpte`: `tools/export_data_fixtures.py`, "
         "see `DATA_README.md`",
         "* `llm/` (tiny Llama programs and tokenizer): `tools/export_llm_fixtures.py`",
+        "* `bf16_*` (bfloat16 programs; bf16 tensors stored as their uint16 bits): `tools/export_bf16_fixtures.py`, "
+        "see `BF16_README.md`",
         "",
         "## Fixtures",
         "",

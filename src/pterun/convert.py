@@ -6,13 +6,29 @@ Example::
     >>> from pterun.convert import to_host_array
     >>> to_host_array(bytearray(b"ab"), 0)
     array([97, 98], dtype=uint8)
+
+bfloat16 and float8 cross as their bits. NumPy's DLPack import refuses them ("Unsupported dtype in DLTensor"),
+so a torch tensor of such a dtype comes in as a same-size integer view of itself, exported through DLPack
+and viewed as ml_dtypes' type (no copy of host memory); other exporters of those dtypes (JAX) are read through
+``__array__``, which gives ml_dtypes' type itself. Going out under ``tensor_output="torch"``, the array's bits
+become a torch integer tensor viewed as the torch dtype of the same name. Torch is never imported for this:
+a torch tensor as an input means torch is already loaded, and outputs use the torch that ``tensor_output``
+imported.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, PterunError
+from pterun.format import dtypes
+
+#: dtypes of ExecuTorch programs that NumPy lacks (ml_dtypes has them) -> the integer type of their bits, by
+#: name, as torch and NumPy both spell them
+_BITS = {"bfloat16": "int16", "float8_e5m2": "uint8", "float8_e4m3fn": "uint8", "float8_e5m2fnuz": "uint8",
+         "float8_e4m3fnuz": "uint8"}
 
 
 def import_torch():
@@ -70,12 +86,33 @@ def _from_dlpack(x, i: int) -> np.ndarray:
             return np.from_dlpack(src, **kwargs)
         except (BufferError, TypeError, ValueError, RuntimeError) as e:
             refusal = refusal or e
+    name = str(getattr(src, "dtype", "")).rpartition(".")[2]  # "torch.bfloat16" -> "bfloat16"
+    if name in _BITS:
+        arr = _through_bits(src, name, i)
+        if arr is not None:
+            return arr
     if hasattr(src, "get"):  # CuPy and friends
         return np.asarray(src.get())
     if hasattr(src, "cpu"):
         return np.from_dlpack(src.cpu())
     raise InvalidArgumentError(f"input {i}: could not copy the {type(x).__name__} to host memory via DLPack "
                                f"({type(refusal).__name__}: {refusal})") from refusal
+
+
+def _through_bits(src, name: str, i: int) -> np.ndarray | None:
+    """A tensor of bfloat16 or a float8 type as ml_dtypes' type: through a same-size integer view of the tensor
+    where its library has one (torch: ``view(torch.int16)``, found on the module that defined the tensor's
+    type, which is loaded since the tensor exists), else through ``__array__``; None when neither exists."""
+    library = sys.modules.get(type(src).__module__.partition(".")[0])
+    bits_type = getattr(library, _BITS[name], None)
+    if bits_type is not None and callable(getattr(src, "view", None)):
+        bits = _from_dlpack(src.view(bits_type), i)
+        return bits.view(dtypes.ml_dtype(name))
+    if hasattr(src, "__array__"):
+        arr = np.asarray(src)
+        if isinstance(arr, np.ndarray) and arr.dtype.name == name:
+            return arr
+    return None
 
 
 def check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:
@@ -88,5 +125,14 @@ def check_dtype(arr: np.ndarray, want: np.dtype, i: int) -> np.ndarray:
 
 
 def torch_output(torch):
-    """The conversion ``Method.execute`` applies to each tensor output under ``tensor_output="torch"``."""
-    return lambda a: torch.from_numpy(a)
+    """The conversion ``Method.execute`` applies to each tensor output under ``tensor_output="torch"``:
+    ``torch.from_numpy``, and for ml_dtypes' types (kind ``V``) a view of the bits as the torch dtype of the
+    same name, which ``torch.from_numpy`` cannot take."""
+    def wrap(a: np.ndarray):
+        if a.dtype.kind != "V":
+            return torch.from_numpy(a)
+        name = a.dtype.name
+        if name not in _BITS or getattr(torch, name, None) is None:
+            raise TypeError(f"tensor_output='torch': torch has no dtype for a {name} output")
+        return torch.from_numpy(a.view(_BITS[name])).view(getattr(torch, name))
+    return wrap

@@ -33,7 +33,7 @@ def _value_info(plan: ExecutionPlan, index: int) -> dict:
     return {
         "kind": "Tensor",
         "dtype": dtypes.scalar_type_name(p.scalar_type),
-        "numpy_dtype": _numpy_name(p.scalar_type),
+        "numpy_dtype": dtypes.numpy_name(p.scalar_type),
         "shape": list(p.sizes),
         "dynamic": p.dynamism != 0,
         "dynamism": DYNAMISM_NAMES[p.dynamism],
@@ -41,11 +41,6 @@ def _value_info(plan: ExecutionPlan, index: int) -> dict:
         "nbytes": p.nbytes,
         "memory_planned": p.is_memory_planned,
     }
-
-
-def _numpy_name(scalar_type: int) -> str | None:
-    """The NumPy spelling (``float32``) of an ExecuTorch ScalarType, or None for one NumPy has no dtype for."""
-    return dtypes.to_numpy(scalar_type).name if dtypes.SCALAR_TYPES[scalar_type][1] is not None else None
 
 
 def _delegate_info(prog: Program, d, calls: int) -> dict:
@@ -114,7 +109,7 @@ def describe_ptd(source: ProgramSource) -> dict:
         e = {"key": key, "dtype": None, "numpy_dtype": None, "shape": None, "dim_order": None,
              "bytes": int(ptd.data(key).size)}
         if layout is not None:
-            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), numpy_dtype=_numpy_name(layout.scalar_type),
+            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), numpy_dtype=dtypes.numpy_name(layout.scalar_type),
                      shape=list(layout.sizes), dim_order=list(layout.dim_order))
         entries.append(e)
     return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}

@@ -1,7 +1,7 @@
 """Matrix products and distances: mm, bmm, addmm, linear, _cdist_forward, _pdist_forward.
 
-Products compute in the inputs' dtype (half types in float32, then rounded by the output write).
-Example::
+Products compute in the inputs' dtype (half types in float32, then rounded by the output write), except a bf16
+``addmm``, which ExecuTorch's portable kernel accumulates in bf16 (:mod:`pterun.kernels._bf16`). Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.linalg import mm_out
@@ -15,8 +15,8 @@ import math
 
 import numpy as np
 
-from pterun.kernels import fast
-from pterun.kernels._common import as_dtype, promote_dtypes, to_compute, widen_half
+from pterun.kernels import _bf16, fast
+from pterun.kernels._common import as_dtype, is_bfloat16, promote_dtypes, to_compute, widen_half
 from pterun.kernels.registry import register
 
 
@@ -52,6 +52,8 @@ def bmm_out(self, mat2, out):
 def addmm_out(self, mat1, mat2, beta, alpha, out):
     """addmm.out(Tensor self, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     _check_rank("addmm", 2, mat1, mat2)
+    if is_bfloat16(out.dtype) and is_bfloat16(mat1.dtype) and is_bfloat16(mat2.dtype):
+        return _addmm_bf16(self, mat1, mat2, beta, alpha)
     bias, a, b = _mat(self, mat1, mat2)
     prod = np.matmul(a, b)
     ct = prod.dtype
@@ -59,6 +61,17 @@ def addmm_out(self, mat1, mat2, beta, alpha, out):
         prod = prod * to_compute(alpha, ct)
     # ExecuTorch always adds self * beta, so NaN/inf in self survive beta == 0
     return prod + (bias if beta == 1 else bias * to_compute(beta, ct))
+
+
+def _addmm_bf16(self, mat1, mat2, beta, alpha):
+    """ExecuTorch's portable addmm on bf16 (``vec_addmm``): the dot products are running sums in bf16, then
+    ``sum * alpha + self * beta``, every operation rounded to bf16 (alpha and beta too). Eager PyTorch and the
+    optimized mm/linear kernels accumulate in float32 instead, which can differ by many bf16 ulps."""
+    if mat1.shape[1] != mat2.shape[0]:
+        raise ValueError(f"addmm cannot multiply shapes {list(mat1.shape)} and {list(mat2.shape)}")
+    prod = _bf16.running_matmul(mat1, mat2)
+    bias = np.broadcast_to(_bf16.as_bf16(self), prod.shape)
+    return prod * _bf16.as_bf16(alpha) + bias * _bf16.as_bf16(beta)
 
 
 @register("aten::linear.out", specialize=fast.linear)

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.kernels._common import F32, F64, sum_in_order, widen_half
+from pterun.kernels import _bf16
+from pterun.kernels._common import F32, F64, is_bfloat16, sum_in_order, widen_half
 from pterun.kernels.registry import register
 
 
@@ -176,7 +177,29 @@ def _batch_norm(x, mean, invstd, weight, bias):
     return y
 
 
+def _invstd_bf16(var, eps):
+    """``CTYPE invstd = 1.0 / std::sqrt(var + eps)`` on ``BFloat16``: double arithmetic, stored through float."""
+    return _bf16.as_bf16((1.0 / np.sqrt(var.astype(F64) + eps)).astype(F32))
+
+
+def _batch_norm_bf16(x, mean, invstd, weight, bias):
+    """``(x - mean) * invstd * weight + bias`` on ``BFloat16`` values, each operation rounded (ExecuTorch's
+    portable batch norm loop)."""
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = (_bf16.as_bf16(x) - mean.reshape(shape)) * invstd.reshape(shape)
+    if weight is not None:
+        y = y * _bf16.as_bf16(weight).reshape(shape)
+    if bias is not None:
+        y = y + _bf16.as_bf16(bias).reshape(shape)
+    return y
+
+
 def _inference(input, weight, bias, running_mean, running_var, eps):  # noqa: A002
+    if is_bfloat16(input.dtype):
+        mean = _bf16.as_bf16(running_mean)
+        y = _batch_norm_bf16(input, mean, _invstd_bf16(_bf16.as_bf16(running_var), eps), weight, bias)
+        empty = np.zeros(0, y.dtype)
+        return y, empty, empty
     mean, var = _f(running_mean), _f(running_var)
     invstd = 1 / np.sqrt(var + var.dtype.type(eps))
     y = _batch_norm(input, mean, invstd, weight, bias)
@@ -204,11 +227,29 @@ def batch_norm_legit_out(input, weight, bias, running_mean, running_var, trainin
 @register("aten::_native_batch_norm_legit.no_stats_out")
 def batch_norm_no_stats_out(input, weight, bias, training, momentum, eps, out, save_mean, save_invstd):  # noqa: A002
     """_native_batch_norm_legit.no_stats_out(Tensor input, Tensor? weight, Tensor? bias, bool training, float momentum, float eps, *, Tensor(a!) out, Tensor(b!) save_mean, Tensor(c!) save_invstd) -> (Tensor(a!), Tensor(b!), Tensor(c!))"""
+    if is_bfloat16(input.dtype):
+        return _batch_stats_bf16(input, weight, bias, eps)
     x = _f(input)
     axes = (0,) + tuple(range(2, x.ndim))
     mean, var = _moments(x, axes, x.dtype)
     invstd = 1 / np.sqrt(var + x.dtype.type(eps))
     return _batch_norm(input, mean, invstd, weight, bias), mean.reshape(-1), invstd.reshape(-1)
+
+
+def _batch_stats_bf16(input, weight, bias, eps):  # noqa: A002
+    """ExecuTorch's bf16 batch norm on batch statistics: per sample and channel, float sums of x and x*x (in
+    order) rounded to bf16, added up over the batch in bf16; then ``mean = sum / n``, ``var = sq / n - mean *
+    mean``, all in bf16."""
+    x = input.reshape(input.shape[0], input.shape[1], -1)
+    inner = tuple(range(2, x.ndim))
+    xf = x.astype(F32)
+    sums = _bf16.as_bf16(sum_in_order(xf, inner, F32))  # [N, C]
+    squares = _bf16.as_bf16(sum_in_order(xf * xf, inner, F32))
+    count = _bf16.as_bf16(x.shape[0] * x.shape[2])
+    mean = _bf16.running_sum(sums, (0,)) / count
+    var = _bf16.running_sum(squares, (0,)) / count - mean * mean
+    invstd = _invstd_bf16(var, eps)
+    return _batch_norm_bf16(input, mean, invstd, weight, bias), mean, invstd
 
 
 @register("aten::native_group_norm.out")

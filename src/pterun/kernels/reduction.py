@@ -2,7 +2,8 @@
 var/var_mean, cumsum, softmax/log_softmax.
 
 ExecuTorch accumulates in the *output* dtype (half types in float32), so sums of int8 into int8 wrap the
-way the planned output would anyway, and NaN wins every max/min. Example::
+way the planned output would anyway, and NaN wins every max/min. Its bf16 ``var``, ``prod`` and ``cumsum``
+accumulate in bf16 itself, rounding at every step (:mod:`pterun.kernels._bf16`). Example::
 
     >>> import numpy as np
     >>> from pterun.kernels.reduction import sum_out
@@ -16,7 +17,9 @@ import math
 
 import numpy as np
 
-from pterun.kernels._common import I64, is_floating, reduce_axes, sum_in_order, widen_half, wrap_dim
+from pterun.kernels import _bf16
+from pterun.kernels._common import (F32, F64, I64, is_bfloat16, is_floating, reduce_axes, sum_in_order, widen_half,
+                                    wrap_dim)
 from pterun.kernels.registry import register
 
 
@@ -65,15 +68,24 @@ def mean_dtype_out(self, dtype, out):
 def prod_int_out(self, dim, keepdim, dtype, out):
     """prod.int_out(Tensor self, int dim, bool keepdim=False, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
     axis = wrap_dim(dim, self.ndim) if self.ndim else None
-    with np.errstate(over="ignore"):
-        return np.multiply.reduce(self, axis=axis, dtype=_acc(out), keepdims=keepdim and self.ndim > 0)
+    return _prod(self, axis, keepdim and self.ndim > 0, out)
 
 
 @register("aten::prod.out")
 def prod_out(self, dtype, out):
     """prod.out(Tensor self, *, ScalarType? dtype=None, Tensor(a!) out) -> Tensor(a!)"""
+    return _prod(self, None, False, out)
+
+
+def _prod(x, axis, keepdims, out):
+    # a bf16 product is a running product in bf16 (each input first converted to bf16): NumPy's multiply
+    # reduction over ml_dtypes' bf16 runs element by element and rounds every step, as that loop does
+    if is_bfloat16(out.dtype):
+        x, acc = _bf16.as_bf16(x), out.dtype
+    else:
+        acc = _acc(out)
     with np.errstate(over="ignore"):
-        return np.multiply.reduce(self, axis=None, dtype=_acc(out))
+        return np.multiply.reduce(x, axis=axis, dtype=acc, keepdims=keepdims)
 
 
 def _extreme(fn, self, dim, keepdim):
@@ -194,7 +206,7 @@ def any_out(self, dim, keepdim, out):
     return np.any(self, axis=wrap_dim(dim, self.ndim), keepdims=keepdim)
 
 
-def _var_mean(self, dim, correction, keepdim, out):
+def _var_mean(self, dim, correction, keepdim, out, innermost_fast_path=False):
     """(var, mean) in the output's dtype (halves in float32): two passes; NaN when nothing is left to
     divide by, as ExecuTorch."""
     if not is_floating(self.dtype):
@@ -208,9 +220,28 @@ def _var_mean(self, dim, correction, keepdim, out):
     if n == 0 or denom <= 0:
         nan = np.full(shape, np.nan, acc)
         return nan, nan
+    if is_bfloat16(out.dtype):
+        # var_mean's loop over one innermost dim of a contiguous same-dtype input divides by bf16(denominator)
+        fast = innermost_fast_path and axes == (self.ndim - 1,) and self.dtype == out.dtype and \
+            self.flags.c_contiguous
+        return _var_mean_bf16(self, axes, n, denom, keepdim, shape, bf16_denominator=fast)
     mean = np.sum(x, axis=axes, keepdims=True) / acc.type(n)
     d = x - mean
     var = np.sum(d * d, axis=axes, keepdims=keepdim) / denom
+    return var, mean.reshape(shape)
+
+
+def _var_mean_bf16(x, axes, n, denom, keepdim, shape, bf16_denominator=False):
+    """ExecuTorch's bf16 variance: a running bf16 sum, ``mean = sum / bf16(n)``, then a running bf16 sum of
+    ``(v - mean) * (v - mean)`` (each step rounded), divided by the denominator in double, or (var_mean's
+    innermost-dim loop) by the denominator as a bf16."""
+    x = _bf16.as_bf16(x)
+    mean = _bf16.running_sum(x, axes, keepdims=True) / _bf16.as_bf16(n)
+    d = x - mean
+    sq = _bf16.running_sum(d * d, axes, keepdims=keepdim)
+    if bf16_denominator:
+        return sq / _bf16.as_bf16(denom), mean.reshape(shape)
+    var = (sq.astype(F64) / denom).astype(F32)  # stored through float, as the C++ double -> BFloat16 goes
     return var, mean.reshape(shape)
 
 
@@ -229,7 +260,7 @@ def var_out(self, dim, unbiased, keepdim, out):
 @register("aten::var_mean.correction_out")
 def var_mean_correction_out(self, dim, correction, keepdim, out0, out1):
     """var_mean.correction_out(Tensor self, int[1]? dim=None, *, Scalar? correction=None, bool keepdim=False, Tensor(a!) out0, Tensor(b!) out1) -> (Tensor(a!), Tensor(b!))"""
-    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out0)
+    return _var_mean(self, dim, 1 if correction is None else correction, keepdim, out0, innermost_fast_path=True)
 
 
 @register("aten::cumsum.out")
@@ -248,12 +279,22 @@ def _softmax(x, dim, log):
     if x.ndim == 0:
         return np.zeros((), x.dtype) if log else np.ones((), x.dtype)
     d = wrap_dim(dim, x.ndim)
+    bf16 = is_bfloat16(x.dtype)
     xf = x.astype(widen_half(x.dtype), copy=False)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         z = xf - np.max(xf, axis=d, keepdims=True)
         e = np.exp(z)
+        if not log:
+            # ExecuTorch's portable softmax adds the exponentials one by one in float
+            s = sum_in_order(e, (d,), F32, keepdims=True) if bf16 else np.sum(e, axis=d, keepdims=True)
+            return e / s
         s = np.sum(e, axis=d, keepdims=True)
-        return z - np.log(s) if log else e / s
+        if bf16 and d == x.ndim - 1:
+            # its optimized log_softmax over the last dim (ATen's lastdim kernel) keeps the sum of the
+            # exponentials, and then its log, in bf16 buffers: both are rounded to bf16
+            log_sum = np.log(_bf16.as_bf16(s).astype(F32))
+            return z - _bf16.as_bf16(log_sum).astype(F32)
+        return z - np.log(s)
 
 
 @register("aten::_softmax.out")

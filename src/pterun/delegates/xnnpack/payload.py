@@ -23,6 +23,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack.validate import validate
 from pterun.errors import DelegateError, PterunError
+from pterun.format import dtypes
 from pterun.format.flatbuffer import Buffer, Table
 
 # XNNDatatype
@@ -32,14 +33,12 @@ DATATYPE_NAMES = {1: "fp32", 2: "fp16", 3: "qint8", 4: "quint8", 5: "qint32", 6:
 
 
 class _StorageDtypes(dict):
-    """datatype -> NumPy dtype; bfloat16 comes from ``ml_dtypes``, imported on first use (10 ms)."""
+    """datatype -> NumPy dtype; bfloat16 comes from ``ml_dtypes``, imported when a bf16 value is first met."""
 
     def __missing__(self, key):
         if key != BF16:
             raise KeyError(key)
-        import ml_dtypes
-
-        self[BF16] = ml_dtypes.bfloat16
+        self[BF16] = dtypes.to_numpy(15)
         return self[BF16]
 
     def get(self, key, default=None):
@@ -334,10 +333,12 @@ class _GraphReader:
             if sbi:
                 n = q.u32(num_slot)
                 raw = self.constant_bytes(sbi, f"scales of value {i}")
-                dt = STORAGE_DTYPES[BF16] if group else np.float32
-                if len(raw) < n * np.dtype(dt).itemsize:
+                # blockwise scales are bf16: widened by their bits (exact), so a 4-bit program never needs ml_dtypes
+                dt = np.dtype("<u2") if group else np.dtype("<f4")
+                if len(raw) < n * dt.itemsize:
                     raise _fail(f"value {i} has {n} scales but its scale constant holds {len(raw)} bytes")
-                scale = np.frombuffer(raw.tobytes()[: n * np.dtype(dt).itemsize], dtype=dt).astype(np.float32)
+                scale = np.frombuffer(raw.tobytes()[: n * dt.itemsize], dtype=dt)
+                scale = (scale.astype(np.uint32) << 16).view(np.float32) if group else scale.astype(np.float32)
             elif group:  # fp32 scales are rounded to bf16 as the runtime does
                 scale = round_to_bf16(scale)
             if scale.size == 0:
