@@ -14,6 +14,7 @@ import pytest
 
 from fixtures_util import FIXTURES, load_calls
 from pterun import cli, threads
+from pterun.cli import output  # noqa: F401  (cli.output: bench's progress)
 from pterun.cli import main
 from pterun.runtime import Method
 
@@ -116,7 +117,6 @@ def test_tensor_output_torch_in_the_environment_does_not_matter_to_the_cli(monke
 def test_a_missing_library_is_one_line(monkeypatch, capsys):
     def no_torch(*args, **kwargs):
         raise ImportError("tensor_output='torch' needs PyTorch, which is not installed")
-    monkeypatch.setattr(cli, "cmd_demo", no_torch)
     monkeypatch.setattr(cli, "build_parser", _parser_with_demo(no_torch))
     assert main(["demo"]) == 1
     assert capsys.readouterr().err == "pterun: error: ImportError: tensor_output='torch' needs PyTorch, which is " \
@@ -276,7 +276,7 @@ def test_bench_json_and_warmup(monkeypatch, capsys):
 
 
 def test_bench_shows_progress_on_long_runs(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli.output, "PROGRESS_AFTER_S", 0.0)
     assert main(["bench", str(FIXTURES / "mlp.pte"), "--repeat", "3", "--warmup", "0"]) == 0
     out, err = capsys.readouterr()
     assert "bench: 1/3 calls, median so far" in err
@@ -444,6 +444,6 @@ def test_bench_says_how_many_delegate_calls_run_merged(capsys, monkeypatch):
 
 
 def test_index_ranges_are_compressed():
-    from pterun.cli import _ranges
+    from pterun.cli.output import ranges as _ranges
     assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
     assert _ranges([3]) == "3"

@@ -1,0 +1,144 @@
+"""The ``pterun`` argument parser: the global options, each command's options, and the types that check them.
+
+Example::
+
+    >>> args = build_parser().parse_args(["bench", "model.pte", "--repeat", "5"])
+    >>> args.command, args.repeat, args.warmup
+    ('bench', 5, 2)
+
+Each command's ``fn`` default is ``"module:function"`` in this package, imported when the command runs, so
+``pterun --help`` and a usage error cost no NumPy import.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+__all__ = ["build_parser"]
+
+
+def _int_at_least(text: str, lowest: int, kind: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+    if n < lowest:
+        raise argparse.ArgumentTypeError(f"must be {'at least 1' if lowest == 1 else f'{lowest} or more'}, got {n}")
+    return n
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "a positive integer")
+
+
+def _count(text: str) -> int:
+    return _int_at_least(text, 0, "a whole number")
+
+
+def _add_global_options(p: argparse.ArgumentParser, *, on_command: bool) -> None:
+    """The options that work before or after the command. On a command's parser their default is SUPPRESS, so
+    leaving one out there keeps what was given before the command."""
+    d: dict[str, Any] = {"default": argparse.SUPPRESS} if on_command else {}
+    p.add_argument("--debug", action="store_true", help="show full tracebacks and debug logging", **d)
+    p.add_argument("--threads", type=_positive_int, metavar="N", help="compute on N threads (default: "
+                   "$PTERUN_NUM_THREADS, else the cores this process may use); BLAS stays at one thread", **d)
+    p.add_argument("--engine", choices=("auto", "numpy", "litert"), help="what runs XNNPACK delegates: LiteRT "
+                   "(on XNNPACK itself), pterun's NumPy engine, or auto: LiteRT where installed and able (default: "
+                   "$PTERUN_ENGINE, else auto)", **d)
+
+
+def _add_program_options(p: argparse.ArgumentParser, *, data_help: str = "external data file(s)") -> None:
+    """--method, --input, --seed and --data-path: what run, bench and trace take to run one method."""
+    p.add_argument("--method", help="method to run (default: forward)")
+    p.add_argument("--input", action="append", default=[], metavar="FILE",
+                   help="a .npy (one input) or .npz (inputs in file order); repeat for several")
+    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd", help=data_help)
+
+
+def _add_run(sub) -> None:
+    r = sub.add_parser("run", help="run a method on inputs from .npy/.npz files (or random inputs)")
+    r.add_argument("file", help="the .pte program (or a .bpte bundled program: its first test case's inputs)")
+    _add_program_options(r, data_help="external data file(s) holding the program's weights")
+    r.add_argument("--output", metavar="OUT.npz", help="save outputs as out0, out1, ... (.npz is added if missing)")
+    r.add_argument("--json", action="store_true", help="print inputs and outputs (with values) as JSON")
+    r.set_defaults(fn="run:cmd_run")
+
+
+def _add_inspect(sub) -> None:
+    i = sub.add_parser("inspect", help="show methods, inputs/outputs, operators, delegates and memory")
+    i.add_argument("file", help="a .pte program, .ptd external data file or .bpte bundled program")
+    i.add_argument("--json", action="store_true", help="print JSON instead of text")
+    i.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
+                   help="external data file(s), to run constant methods that need them")
+    i.set_defaults(fn="info:cmd_inspect")
+
+
+def _add_demo(sub) -> None:
+    d = sub.add_parser("demo", help="run the small model shipped with pterun and check it against ExecuTorch")
+    d.add_argument("--repeat", type=_positive_int, default=20, help="timed calls after the first (default 20)")
+    d.set_defaults(fn="run:cmd_demo")
+
+
+def _add_verify(sub) -> None:
+    v = sub.add_parser("verify", help="run every test case of a bundled program (.bpte) and check its outputs")
+    v.add_argument("file", help="the .bpte bundled program")
+    v.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
+                   help="external data file(s) for the embedded program")
+    v.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, as ExecuTorch)")
+    v.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8, as ExecuTorch)")
+    v.set_defaults(fn="info:cmd_verify")
+
+
+def _add_bench(sub) -> None:
+    b = sub.add_parser("bench", help="time load, first call and repeated calls; --profile shows time per operator")
+    b.add_argument("file", help="the .pte program (or .bpte)")
+    _add_program_options(b)
+    b.add_argument("--repeat", type=_positive_int, default=20, help="timed calls (default 20)")
+    b.add_argument("--warmup", type=_count, default=2, help="untimed calls after the first (default 2)")
+    b.add_argument("--json", action="store_true", help="print the timings as JSON")
+    b.add_argument("--profile", action="store_true", help="print the time per operator / XNNPACK node")
+    b.set_defaults(fn="bench:cmd_bench")
+
+
+def _add_ops(sub) -> None:
+    o = sub.add_parser("ops", help="list registered operators, or check a program's operators")
+    o.add_argument("file", nargs="?", help="a .pte (or .bpte) program to check")
+    o.set_defaults(fn="info:cmd_ops")
+
+
+def _add_trace(sub) -> None:
+    t = sub.add_parser("trace", help="save every instruction's outputs (--out), or find where two traces first "
+                       "diverge (--compare)")
+    t.add_argument("file", nargs="?", help="the .pte program")
+    _add_program_options(t)
+    t.add_argument("--out", metavar="TRACE.npz", help="where to write the trace")
+    t.add_argument("--compare", nargs=2, metavar=("A.npz", "B.npz"),
+                   help="report the first instruction whose outputs differ (exit status 1), or none (0)")
+    t.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --compare (default 1e-5)")
+    t.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --compare (default 1e-6)")
+    t.set_defaults(fn="trace:cmd_trace")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``pterun`` parser, every command on it."""
+    p = argparse.ArgumentParser(prog="pterun", description="Run ExecuTorch .pte programs with NumPy only.",
+                                epilog="Options such as --threads work before or after the command. A flag beats "
+                                       "its environment variable, which beats the default.")
+    from pterun import __version__
+    p.add_argument("--version", action="version", version=f"pterun {__version__}")
+    _add_global_options(p, on_command=False)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    _add_inspect(sub)
+    _add_demo(sub)
+    _add_verify(sub)
+    _add_bench(sub)
+    from pterun.llm.cli import add_generate_parser
+    add_generate_parser(sub)
+    _add_ops(sub)
+    _add_trace(sub)
+    for command in sub.choices.values():
+        _add_global_options(command, on_command=True)
+    return p
