@@ -39,12 +39,14 @@ _CLI_HINTS = (("pass it as data_path=", "pass it with --data-path"),
 
 
 def _error_line(e: BaseException) -> str:
-    from pterun.cli.files import CliError
+    from pterun.cli.files import InputError
     from pterun.errors import PterunError
+    if isinstance(e, IsADirectoryError) and e.filename is not None:
+        return f"{e.filename} is a directory, not a file"
     msg = str(e.args[0]) if isinstance(e, KeyError) and not isinstance(e, PterunError) and e.args else str(e)
     for python, cli in _CLI_HINTS:
         msg = msg.replace(python, cli)
-    return msg if isinstance(e, CliError) else f"{type(e).__name__}: {msg}"
+    return msg if isinstance(e, InputError) else f"{type(e).__name__}: {msg}"
 
 
 def _quiet_stdout() -> None:
@@ -64,6 +66,10 @@ def _runtime(args):
     import pterun
     if args.threads is None and args.engine is None:
         return pterun.Runtime.get()
+    from pterun.threads import default_num_threads
+    if args.threads is not None and args.threads > default_num_threads():
+        print(f"pterun: warning: --threads {args.threads} is more than the {default_num_threads()} core(s) this "
+              "process may use; the threads beyond them take turns", file=sys.stderr)
     return pterun.Runtime(num_threads=args.threads, engine=args.engine)
 
 
@@ -76,20 +82,14 @@ def _command(fn):
     return getattr(importlib.import_module(f"pterun.cli.{module}"), name)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the ``pterun`` command line; returns the exit status (0 ok, 1 failed, 2 usage error, 130 Ctrl-C,
-    141 when the reader of stdout went away)."""
-    parser = build_parser()
+def _run(argv: list[str] | None) -> int:
+    from pterun.cli.parser import parse
     try:
-        args = parser.parse_args(argv)
+        args = parse(build_parser(), argv)
     except SystemExit as e:  # --help, --version, or a usage error argparse has already printed
         return e.code if isinstance(e.code, int) else 2
-    args.threads = getattr(args, "threads", None)
-    args.engine = getattr(args, "engine", None)
     import logging
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
-    from pterun.cli.files import CliError
-    from pterun.errors import PterunError
     try:
         args.runtime = _runtime(args)
         status = _command(args.fn)(args)
@@ -98,16 +98,29 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _quiet_stdout()
         return 141
-    except CliError as e:
+    except Exception as e:  # noqa: BLE001  (the command line prints one line for any error; --debug the traceback)
         if args.debug:
             raise
-        print(f"pterun: error: {_error_line(e)}", file=sys.stderr)
-        return 2
-    except (PterunError, OSError, ValueError, TypeError, KeyError, ImportError) as e:
-        if args.debug:
-            raise
-        print(f"pterun: error: {_error_line(e)}", file=sys.stderr)
+        from pterun.cli.files import InputError
+        from pterun.errors import PterunError
+        expected = (PterunError, InputError, OSError, ValueError, TypeError, KeyError, ImportError)
+        line = _error_line(e) if isinstance(e, expected) else (f"internal error: {_error_line(e)} (run again with "
+                                                               "--debug for the traceback, and please report it)")
+        print(f"pterun: error: {line}", file=sys.stderr)
         return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``pterun`` command line; returns the exit status: 0 ok, 1 a bad file or input (or a failed check:
+    a ``verify`` case, an operator ``ops`` lacks), 2 a wrong option (argparse's usage error, found before any file
+    is opened), 130 Ctrl-C, at any moment, 141 when the reader of stdout went away."""
+    try:
+        # everything but this function's own module is imported in here, so Ctrl-C during an import is caught too
+        return _run(argv)
     except KeyboardInterrupt:
+        pass
+    try:
         print("pterun: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # a second Ctrl-C while saying so
+        pass
+    return 130

@@ -18,21 +18,21 @@ from pterun.cli.output import dump, ranges, stats
 __all__ = ["cmd_bench"]
 
 
-def _timed_calls(method, inputs, args, first_s: float) -> tuple[list[float], bool]:
+def _timed_calls(method, inputs, args) -> tuple[list[float], bool]:
     """(call times, interrupted): ``args.warmup`` untimed calls, then ``args.repeat`` timed ones; Ctrl-C ends
     them early and keeps what was timed."""
     times: list[float] = []
     interrupted = False
-    progress = output.Progress(args.warmup + args.repeat)
+    progress = output.Progress(args.warmup, args.repeat)
     try:
         for i in range(args.warmup):
             method.execute(inputs)
-            progress.update(i + 1, [first_s])
+            progress.warming(i + 1)
         for _ in range(args.repeat):
             t0 = time.perf_counter()
             method.execute(inputs)
             times.append(time.perf_counter() - t0)
-            progress.update(args.warmup + len(times), times)
+            progress.timed(times)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -64,7 +64,7 @@ def cmd_bench(args) -> int:
     t0 = time.perf_counter()
     method.execute(inputs)
     first_s = time.perf_counter() - t0
-    times, interrupted = _timed_calls(method, inputs, args, first_s)
+    times, interrupted = _timed_calls(method, inputs, args)
     from pterun import threads
     st = stats(times)
     if args.json:

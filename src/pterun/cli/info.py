@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import json
 
-from pterun.cli.files import CliError, identifier
+from pterun.cli.files import PTD, InputError, identifier, kind_of
 
 __all__ = ["cmd_inspect", "cmd_ops", "cmd_verify"]
 
 
 def cmd_inspect(args) -> int:
     from pterun.summary import describe, format_text
+    identifier(args.file)  # a directory is a bad file here as for every command
     info = describe(args.file, data_path=args.data_path or None, runtime=args.runtime)
     print(json.dumps(info, indent=2) if args.json else format_text(info))
     return 0
@@ -28,8 +29,8 @@ def cmd_ops(args) -> int:
     from pterun.kernels.registry import KERNELS
     if args.file:
         from pterun.summary import describe
-        if identifier(args.file) == b"FT01":
-            raise CliError(f"{args.file} is an external data file (.ptd), not a program: it holds weights, no "
+        if identifier(args.file) == PTD:
+            raise InputError(f"{args.file} is an external data file (.ptd), not a program: it holds weights, no "
                            "operators; pass the .pte (or .bpte)")
         info = describe(args.file, runtime=args.runtime)
         used = sorted({op for m in info["methods"] for op in m["operators"]})
@@ -45,9 +46,11 @@ def cmd_ops(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    if identifier(args.file) != b"BP08":
-        raise CliError(f"{args.file} is not a bundled program (.bpte): verify needs one, since a .pte carries no "
-                       "expected outputs")
+    kind = kind_of(args.file)
+    why = {"a program (.pte)": "a .pte carries no expected outputs",
+           "an external data file (.ptd)": "a .ptd holds weights, not test cases"}.get(kind)
+    if why is not None:  # any other file: loading it as a bundle says what is wrong with it
+        raise InputError(f"{args.file} is {kind}, not a bundled program (.bpte): verify needs one, since {why}")
     bp = args.runtime.load_bundled_program(args.file, data_path=args.data_path or None, tensor_output="numpy")
     results = bp.check_all(rtol=args.rtol, atol=args.atol)
     if not results:

@@ -13,26 +13,58 @@ from __future__ import annotations
 
 import numpy as np
 
-from pterun.cli.files import CliError
+from pterun.cli.files import InputError
 from pterun.errors import PterunError
 
-__all__ = ["load_inputs", "random_inputs", "inputs_for"]
+__all__ = ["load_inputs", "random_inputs", "inputs_for", "check_count"]
 
 _LLM_METADATA = ("get_max_seq_len", "get_max_context_len", "get_vocab_size")
 
 
-def load_inputs(paths: list[str]) -> list:
-    """The arrays of ``paths`` in order: a ``.npy`` is one input, a ``.npz`` its arrays in file order."""
-    out: list = []
+def load_inputs(paths: list[str]) -> tuple[list, list[str]]:
+    """(the arrays of ``paths`` in order, where each came from): a ``.npy`` is one input, a ``.npz`` its arrays
+    in file order. The parser has checked the names end in ``.npy`` or ``.npz``."""
+    arrays: list = []
+    names: list[str] = []
     for p in paths:
-        if p.endswith(".npz"):
-            with np.load(p) as z:
-                out.extend(z[k] for k in z.files)
-        elif p.endswith(".npy"):
-            out.append(np.load(p))
+        try:
+            if p.endswith(".npz"):
+                with np.load(p) as z:
+                    for k in z.files:
+                        arrays.append(z[k])
+                        names.append(f"{p}[{k}]")
+            else:
+                arrays.append(np.load(p))
+                names.append(p)
+        except FileNotFoundError:
+            raise InputError(f"--input {p}: no such file") from None
+        except IsADirectoryError:
+            raise InputError(f"--input {p}: a directory, not a file") from None
+        except (ValueError, OSError, EOFError) as e:  # np.load's ways of saying it is no .npy / .npz
+            raise InputError(f"--input {p}: not a readable {p[-4:]} file ({e})") from None
+    return arrays, names
+
+
+def _expected(meta) -> str:
+    parts = []
+    for i in range(meta.num_inputs()):
+        tag = meta.input_tag(i)
+        if tag == "Tensor":
+            t = meta.input_tensor_meta(i)
+            parts.append(f"{t.numpy_dtype().name}{list(t.sizes())}")
         else:
-            raise CliError(f"--input {p!r}: expected a .npy or .npz file")
-    return out
+            parts.append(tag)
+    return ", ".join(parts) if parts else "nothing"
+
+
+def check_count(meta, arrays: list, names: list[str]) -> None:
+    """An :class:`InputError` naming the arrays found and the inputs expected, unless there is one array per
+    input of the method (``meta``, a MethodMeta); dtypes and shapes are for the method to check."""
+    if len(arrays) == meta.num_inputs():
+        return
+    found = ", ".join(f"{n} {a.dtype.name}{list(a.shape)}" for n, a in zip(names, arrays))
+    raise InputError(f"method {meta.name!r} takes {meta.num_inputs()} input(s) ({_expected(meta)}); --input gave "
+                     f"{len(arrays)}: {found}")
 
 
 def _llm_inputs(program, meta, rng: np.random.Generator) -> tuple[list, str] | None:
@@ -62,6 +94,8 @@ def _llm_inputs(program, meta, rng: np.random.Generator) -> tuple[list, str] | N
 
 def random_inputs(program, meta, seed: int) -> tuple[list, str]:
     """Inputs that fit ``meta`` (a MethodMeta), and how they were made."""
+    if meta.num_inputs() == 0:
+        return [], "none (the method takes no inputs)"
     rng = np.random.default_rng(seed)
     llm = _llm_inputs(program, meta, rng)
     if llm is not None:
@@ -70,8 +104,8 @@ def random_inputs(program, meta, seed: int) -> tuple[list, str]:
     for i in range(meta.num_inputs()):
         tag = meta.input_tag(i)
         if tag != "Tensor":
-            raise CliError(f"input {i} of method {meta.name!r} is {tag}; pass the inputs with --input (random inputs "
-                           "are only made for tensors)")
+            raise InputError(f"input {i} of method {meta.name!r} is {tag}; pass the inputs with --input (random "
+                             "inputs are only made for tensors)")
         info = meta.input_tensor_meta(i)
         dt, shape = info.numpy_dtype(), info.sizes()
         if dt == np.bool_:
@@ -86,7 +120,9 @@ def random_inputs(program, meta, seed: int) -> tuple[list, str]:
 def inputs_for(args, program, bundle, method) -> tuple[list, str]:
     """The inputs a command runs ``method`` on: ``--input`` files, else the bundle's test case 0, else random."""
     if args.input:
-        return load_inputs(args.input), "from " + ", ".join(args.input)
+        arrays, names = load_inputs(args.input)
+        check_count(method.metadata, arrays, names)
+        return arrays, "from " + ", ".join(args.input)
     if bundle is not None and bundle.test_cases(method.name):
         return bundle.load_bundled_input(method.name, 0), "the bundled program's test case 0"
     return random_inputs(program, method.metadata, args.seed)

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-__all__ = ["SHOW_VALUES", "JSON_VALUES", "PROGRESS_AFTER_S", "summary", "values_text", "json_value", "dump",
+__all__ = ["SHOW_VALUES", "JSON_VALUES", "PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "summary", "values_text", "json_value", "dump",
            "Progress", "stats", "ranges"]
 
 #: outputs with at most this many elements are printed in full by ``pterun run``
@@ -26,6 +26,8 @@ SHOW_VALUES = 64
 JSON_VALUES = 100_000
 #: ``pterun bench`` reports progress on stderr once a run has taken this long (seconds)
 PROGRESS_AFTER_S = 2.0
+#: then a new line this often when stderr is not a terminal (seconds; a terminal's line rewrites itself twice a second)
+PROGRESS_EVERY_S = 10.0
 
 
 def summary(v) -> str:
@@ -75,22 +77,36 @@ def dump(obj) -> str:
 
 
 class Progress:
-    """Progress on stderr for long runs: a line that rewrites itself on a terminal, a line every 10 s otherwise."""
+    """Progress of ``pterun bench`` on stderr, once a run has taken :data:`PROGRESS_AFTER_S`: a line that rewrites
+    itself on a terminal, a line every 10 s otherwise. Timed calls are counted as the result line counts them
+    ("6 of 1000 calls"), warm-up calls apart."""
 
-    def __init__(self, total: int):
-        self.total, self.start = total, time.perf_counter()
+    def __init__(self, warmup: int, repeat: int):
+        self.warmup, self.repeat, self.start = warmup, repeat, time.perf_counter()
         self.tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
         self.next_at = self.start + PROGRESS_AFTER_S
         self.shown = False
 
-    def update(self, done: int, times: list[float]) -> None:
+    def warming(self, done: int) -> None:
+        """``done`` warm-up calls have run."""
+        self._show(lambda now: f"bench: warm-up call {done} of {self.warmup}, {now - self.start:.0f} s")
+
+    def timed(self, times: list[float]) -> None:
+        """``len(times)`` timed calls have run, taking ``times``."""
+        def line(now: float) -> str:
+            median = sorted(times)[len(times) // 2]
+            left = median * (self.repeat - len(times))
+            return (f"bench: {len(times)} of {self.repeat} calls, median so far {median * 1e3:.3f} ms, "
+                    f"{now - self.start:.0f} s" + (f", about {left:.0f} s left" if left >= 1 else ""))
+        self._show(line)
+
+    def _show(self, line) -> None:
         now = time.perf_counter()
         if now < self.next_at:
             return
-        self.next_at = now + (0.5 if self.tty else 10.0)
-        line = (f"bench: {done}/{self.total} calls, median so far {sorted(times)[len(times) // 2] * 1e3:.3f} ms, "
-                f"{now - self.start:.0f} s")
-        sys.stderr.write(("\r" + line + "\033[K") if self.tty else line + "\n")
+        self.next_at = now + (0.5 if self.tty else PROGRESS_EVERY_S)
+        text = line(now)
+        sys.stderr.write(("\r" + text + "\033[K") if self.tty else text + "\n")
         sys.stderr.flush()
         self.shown = True
 

@@ -15,25 +15,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["build_parser"]
+from pterun.cli.options import array_file, number, threads, whole
+from pterun.config import ENGINE_CHOICES
 
-
-def _int_at_least(text: str, lowest: int, kind: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
-    if n < lowest:
-        raise argparse.ArgumentTypeError(f"must be {'at least 1' if lowest == 1 else f'{lowest} or more'}, got {n}")
-    return n
-
-
-def _positive_int(text: str) -> int:
-    return _int_at_least(text, 1, "a positive integer")
-
-
-def _count(text: str) -> int:
-    return _int_at_least(text, 0, "a whole number")
+__all__ = ["build_parser", "parse"]
 
 
 def _add_global_options(p: argparse.ArgumentParser, *, on_command: bool) -> None:
@@ -41,19 +26,21 @@ def _add_global_options(p: argparse.ArgumentParser, *, on_command: bool) -> None
     leaving one out there keeps what was given before the command."""
     d: dict[str, Any] = {"default": argparse.SUPPRESS} if on_command else {}
     p.add_argument("--debug", action="store_true", help="show full tracebacks and debug logging", **d)
-    p.add_argument("--threads", type=_positive_int, metavar="N", help="compute on N threads (default: "
-                   "$PTERUN_NUM_THREADS, else the cores this process may use); BLAS stays at one thread", **d)
-    p.add_argument("--engine", choices=("auto", "numpy", "litert"), help="what runs XNNPACK delegates: LiteRT "
+    p.add_argument("--threads", type=threads, metavar="N", help="compute on N threads (default: "
+                   "$PTERUN_NUM_THREADS, else the cores this process may use; at most 4 per core); BLAS stays at "
+                   "one thread", **d)
+    p.add_argument("--engine", choices=ENGINE_CHOICES, help="what runs XNNPACK delegates: LiteRT "
                    "(on XNNPACK itself), pterun's NumPy engine, or auto: LiteRT where installed and able (default: "
                    "$PTERUN_ENGINE, else auto)", **d)
 
 
-def _add_program_options(p: argparse.ArgumentParser, *, data_help: str = "external data file(s)") -> None:
+def _add_program_options(p: argparse.ArgumentParser, *, data_help: str = "external data file(s)",
+                         seed_default: int | None = 0) -> None:
     """--method, --input, --seed and --data-path: what run, bench and trace take to run one method."""
     p.add_argument("--method", help="method to run (default: forward)")
-    p.add_argument("--input", action="append", default=[], metavar="FILE",
+    p.add_argument("--input", action="append", default=[], metavar="FILE", type=array_file,
                    help="a .npy (one input) or .npz (inputs in file order); repeat for several")
-    p.add_argument("--seed", type=int, default=0, help="seed for random inputs (default 0)")
+    p.add_argument("--seed", type=whole(0), default=seed_default, help="seed for random inputs (default 0)")
     p.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd", help=data_help)
 
 
@@ -77,7 +64,7 @@ def _add_inspect(sub) -> None:
 
 def _add_demo(sub) -> None:
     d = sub.add_parser("demo", help="run the small model shipped with pterun and check it against ExecuTorch")
-    d.add_argument("--repeat", type=_positive_int, default=20, help="timed calls after the first (default 20)")
+    d.add_argument("--repeat", type=whole(1), default=20, help="timed calls after the first (default 20)")
     d.set_defaults(fn="run:cmd_demo")
 
 
@@ -86,8 +73,8 @@ def _add_verify(sub) -> None:
     v.add_argument("file", help="the .bpte bundled program")
     v.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
                    help="external data file(s) for the embedded program")
-    v.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance (default 1e-5, as ExecuTorch)")
-    v.add_argument("--atol", type=float, default=1e-8, help="absolute tolerance (default 1e-8, as ExecuTorch)")
+    v.add_argument("--rtol", type=number(0.0), default=1e-5, help="relative tolerance (default 1e-5, as ExecuTorch)")
+    v.add_argument("--atol", type=number(0.0), default=1e-8, help="absolute tolerance (default 1e-8, as ExecuTorch)")
     v.set_defaults(fn="info:cmd_verify")
 
 
@@ -95,8 +82,8 @@ def _add_bench(sub) -> None:
     b = sub.add_parser("bench", help="time load, first call and repeated calls; --profile shows time per operator")
     b.add_argument("file", help="the .pte program (or .bpte)")
     _add_program_options(b)
-    b.add_argument("--repeat", type=_positive_int, default=20, help="timed calls (default 20)")
-    b.add_argument("--warmup", type=_count, default=2, help="untimed calls after the first (default 2)")
+    b.add_argument("--repeat", type=whole(1), default=20, help="timed calls (default 20)")
+    b.add_argument("--warmup", type=whole(0), default=2, help="untimed calls after the first (default 2)")
     b.add_argument("--json", action="store_true", help="print the timings as JSON")
     b.add_argument("--profile", action="store_true", help="print the time per operator / XNNPACK node")
     b.set_defaults(fn="bench:cmd_bench")
@@ -108,17 +95,41 @@ def _add_ops(sub) -> None:
     o.set_defaults(fn="info:cmd_ops")
 
 
+#: the options of ``trace --compare``'s tolerances, when not given
+TRACE_RTOL, TRACE_ATOL = 1e-5, 1e-6
+
+
 def _add_trace(sub) -> None:
     t = sub.add_parser("trace", help="save every instruction's outputs (--out), or find where two traces first "
                        "diverge (--compare)")
-    t.add_argument("file", nargs="?", help="the .pte program")
-    _add_program_options(t)
-    t.add_argument("--out", metavar="TRACE.npz", help="where to write the trace")
-    t.add_argument("--compare", nargs=2, metavar=("A.npz", "B.npz"),
-                   help="report the first instruction whose outputs differ (exit status 1), or none (0)")
-    t.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance for --compare (default 1e-5)")
-    t.add_argument("--atol", type=float, default=1e-6, help="absolute tolerance for --compare (default 1e-6)")
-    t.set_defaults(fn="trace:cmd_trace")
+    t.add_argument("file", nargs="?", help="the .pte program (with --out)")
+    _add_program_options(t, seed_default=None)
+    what = t.add_mutually_exclusive_group(required=True)
+    what.add_argument("--out", metavar="TRACE.npz", help="where to write the trace")
+    what.add_argument("--compare", nargs=2, metavar=("A.npz", "B.npz"),
+                      help="report the first instruction whose outputs differ (exit status 1), or none (0)")
+    t.add_argument("--rtol", type=number(0.0), help=f"relative tolerance for --compare (default {TRACE_RTOL:g})")
+    t.add_argument("--atol", type=number(0.0), help=f"absolute tolerance for --compare (default {TRACE_ATOL:g})")
+    t.set_defaults(fn="trace:cmd_trace", check=_check_trace)
+
+
+def _check_trace(args) -> str | None:
+    """What is wrong with a trace command line that argparse alone cannot see, or None."""
+    if args.compare:
+        options = ((f"the program {args.file}", args.file), ("--method", args.method), ("--input", args.input),
+                   ("--seed", args.seed), ("--data-path", args.data_path))
+        given = [what for what, v in options if v is not None and v != []]
+        if given:
+            return f"{given[0]} is not used by --compare, which compares two saved traces"
+        args.rtol = TRACE_RTOL if args.rtol is None else args.rtol
+        args.atol = TRACE_ATOL if args.atol is None else args.atol
+        return None
+    if args.file is None:
+        return "--out needs the program to trace: pterun trace MODEL.pte --out TRACE.npz"
+    if args.rtol is not None or args.atol is not None:
+        return f"{'--rtol' if args.rtol is not None else '--atol'} is for --compare only"
+    args.seed = 0 if args.seed is None else args.seed
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,4 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace(sub)
     for command in sub.choices.values():
         _add_global_options(command, on_command=True)
+        command.set_defaults(command_parser=command)
     return p
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, then the command's own checks of how its options go together: a mistake is
+    the command's usage error (SystemExit 2), as a bad value is."""
+    args = parser.parse_args(argv)
+    check = getattr(args, "check", None)
+    problem = check(args) if check is not None else None
+    if problem is not None:
+        args.command_parser.error(problem)
+    args.threads = getattr(args, "threads", None)
+    args.engine = getattr(args, "engine", None)
+    return args

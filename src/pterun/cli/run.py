@@ -51,8 +51,15 @@ def cmd_run(args) -> int:
             print(values_text(o))
     print(f"method {method_name!r}: load {load_s * 1e3:.1f} ms, run {run_s * 1e3:.2f} ms")
     if saved:
-        print(f"wrote {len(outputs)} output(s) to {saved} (as out0, out1, ...)")
+        print(_wrote(len(outputs), saved))
     return 0
+
+
+def _wrote(n: int, path: str) -> str:
+    """'wrote 1 output to out.npz (as out0)', 'wrote 3 outputs to out.npz (as out0, out1, out2)', 'as out0 ... out9'."""
+    names = [f"out{i}" for i in range(n)]
+    shown = ", ".join(names) if n <= 3 else f"{names[0]} ... {names[-1]}"
+    return f"wrote {n} output{'' if n == 1 else 's'} to {path}" + (f" (as {shown})" if n else "")
 
 
 def cmd_demo(args) -> int:

@@ -8,17 +8,18 @@ Example::
 
 from __future__ import annotations
 
-from pterun.cli.inputs import load_inputs, random_inputs
-from pterun.errors import PterunError
+from pterun.cli.files import default_method, load
+from pterun.cli.inputs import inputs_for
 
 __all__ = ["cmd_trace"]
 
 
 def cmd_trace(args) -> int:
-    """Record every instruction's outputs (--out), or compare two recorded traces (--compare A B)."""
-    from pterun.trace import first_divergence, load, save
+    """Record every instruction's outputs (--out), or compare two recorded traces (--compare A B); the parser
+    has checked that exactly one of them was asked for, with the options it takes."""
+    from pterun.trace import first_divergence, load as load_trace, save
     if args.compare:
-        a, b = (load(p) for p in args.compare)
+        a, b = (load_trace(p) for p in args.compare)
         d = first_divergence(a, b, rtol=args.rtol, atol=args.atol)
         if d is None:
             print(f"no divergence: {len(a)} and {len(b)} entries agree where both have them "
@@ -26,15 +27,10 @@ def cmd_trace(args) -> int:
             return 0
         print(d)
         return 1
-    if args.file is None or args.out is None:
-        raise PterunError("trace needs MODEL.pte and --out TRACE.npz, or --compare A.npz B.npz")
-    program = args.runtime.load_program(args.file, data_path=args.data_path or None)
-    names = sorted(program.method_names)
-    method = program.load_method(args.method or ("forward" if "forward" in names else names[0]))
-    if args.input:
-        inputs = load_inputs(args.input)
-    else:
-        inputs, how = random_inputs(program, method.metadata, args.seed)
+    program, bundle = load(args.runtime, args.file, args.data_path)
+    method = program.load_method(default_method(program, bundle, args.method))
+    inputs, how = inputs_for(args, program, bundle, method)
+    if not args.input:
         print(f"no --input given: using {how}")
     entries = method.trace(inputs)
     written = save(args.out, entries)
