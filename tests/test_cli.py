@@ -206,6 +206,21 @@ def test_run_with_inputs_and_outputs(tmp_path, capsys):
         np.testing.assert_allclose(z["out0"], call["outputs"][0], rtol=1e-5, atol=1e-6)
 
 
+def test_run_says_which_names_it_saved_the_outputs_under(tmp_path, capsys):
+    out = tmp_path / "many.npz"
+    assert main(["run", str(FIXTURES / "xnn_gru.pte"), "--output", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 2 outputs to {out} (as out0, out1)\n")
+    assert main(["run", str(FIXTURES / "ops_misc.pte"), "--output", str(out)]) == 0
+    with np.load(out) as z:
+        assert z.files == [f"out{i}" for i in range(19)]
+    assert capsys.readouterr().out.endswith(f"wrote 19 outputs to {out} (as out0 ... out18)\n")
+
+
+def test_run_of_a_method_without_inputs_says_so(capsys):
+    assert main(["run", str(FIXTURES / "multi_method.pte"), "--method", "get_max_seq_len"]) == 0
+    assert capsys.readouterr().out.startswith("inputs: none (the method takes no inputs)\noutput 0: int 128\n")
+
+
 def test_output_without_extension_names_the_file_it_wrote(tmp_path, capsys):
     assert main(["run", str(FIXTURES / "mlp.pte"), "--output", str(tmp_path / "out")]) == 0
     assert f"to {tmp_path / 'out.npz'} " in capsys.readouterr().out
