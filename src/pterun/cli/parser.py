@@ -7,7 +7,8 @@ Example::
     ('bench', 5, 2)
 
 Each command's ``fn`` default is ``"module:function"`` in this package, imported when the command runs, so
-``pterun --help`` and a usage error cost no NumPy import.
+building the parser imports no command (``generate``'s options come from :mod:`pterun.llm.cli`, whose package
+imports pterun's LLM kernels, and NumPy with them).
 """
 
 from __future__ import annotations
