@@ -62,7 +62,7 @@ def check_count(meta, arrays: list, names: list[str]) -> None:
     input of the method (``meta``, a MethodMeta); dtypes and shapes are for the method to check."""
     if len(arrays) == meta.num_inputs():
         return
-    found = ", ".join(f"{n} {a.dtype.name}{list(a.shape)}" for n, a in zip(names, arrays))
+    found = ", ".join(f"{n} {a.dtype.name}{list(a.shape)}" for n, a in zip(names, arrays, strict=True))
     raise InputError(f"method {meta.name!r} takes {meta.num_inputs()} input(s) ({_expected(meta)}); --input gave "
                      f"{len(arrays)}: {found}")
 

@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-__all__ = ["SHOW_VALUES", "JSON_VALUES", "PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "summary", "values_text", "json_value", "dump",
-           "Progress", "stats", "ranges"]
+__all__ = ["SHOW_VALUES", "JSON_VALUES", "PROGRESS_AFTER_S", "PROGRESS_EVERY_S", "summary", "values_text",
+           "json_value", "dump", "Progress", "stats", "ranges"]
 
 #: outputs with at most this many elements are printed in full by ``pterun run``
 SHOW_VALUES = 64
