@@ -270,6 +270,33 @@ def error_label(results: list[dict]) -> str | None:
     return f"error: {e['error_type']}"
 
 
+#: what one benchmark process costs beyond its timed calls (interpreter start, imports, load, first call), in
+#: seconds: a rough figure from this project's 2-core machine, for the estimate printed at the start
+PROCESS_OVERHEAD_S = 2.0
+
+
+def fmt_duration(s: float) -> str:
+    """'40 s', '12 min', '1.5 h'."""
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.0f} min" if s < 5400 else f"{s / 3600:.1f} h"
+
+
+def estimate_s(models: dict, wanted: list[str], configs: list[Config], args) -> tuple[int, float]:
+    """(processes, seconds) a run should take: every configuration that applies to each model, every round, each
+    process its --budget of timed calls plus :data:`PROCESS_OVERHEAD_S`; a model starts no round after its
+    --model-budget. A guess, to say up front whether a run takes minutes or an hour."""
+    processes, seconds = 0, 0.0
+    per_process = args.budget + PROCESS_OVERHEAD_S
+    for n in wanted:
+        xnn = has_xnnpack(models[n][0])
+        n_cfg = sum(1 for c in configs if c.engine not in ("litert",) or xnn)
+        rounds = args.rounds
+        while rounds > 1 and (rounds - 1) * n_cfg * per_process > args.model_budget:
+            rounds -= 1  # the budget check after each round stops the rest
+        processes += rounds * n_cfg
+        seconds += rounds * n_cfg * per_process
+    return processes, seconds
+
+
 def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Path, log) -> dict:
     """Every configuration of one model, ``args.rounds`` rounds, alternating the order each round."""
     xnn = has_xnnpack(pte)  # (reads the file: the page cache is warm for every configuration's first process)
@@ -692,6 +719,10 @@ def main(argv=None) -> int:
             "pterun_src": "live src/" if args.live_src else "byte-compiled copy of src/ taken at start"}
     log(f"pterun: {args.py}; reference: {args.ref or 'none (pterun alone)'}; {len(wanted)} models, "
         f"{args.rounds} rounds; configurations {', '.join(c.name for c in configs)}; CPU {meta['cpu']}")
+    processes, guess = estimate_s(models, wanted, configs, args)
+    log(f"estimate: {processes} processes of about {args.budget + PROCESS_OVERHEAD_S:.0f} s each, about "
+        f"{fmt_duration(guess)}{' (plus the --profile runs)' if args.profile else ''}; the time left is printed "
+        "after each model")
     rows = []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pterun-bench-") as td:
@@ -706,9 +737,13 @@ def main(argv=None) -> int:
                                   text=True, check=False)
             if done.returncode:
                 log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
-        for n in wanted:
-            log(f"[{n}] {models[n][0].relative_to(REPO)}")
+        for i, n in enumerate(wanted):
+            log(f"[{n}] {models[n][0].relative_to(REPO)} (model {i + 1} of {len(wanted)})")
             rows.append(bench_model(n, models[n][0], configs, args, env, Path(td), log))
+            spent = time.perf_counter() - t0
+            left = spent / (i + 1) * (len(wanted) - i - 1)
+            log(f"  ({fmt_duration(spent)} so far" + (f", about {fmt_duration(left)} left)" if i + 1 < len(wanted)
+                                                       else ")"))
         run_rest(rows, models, args, env, meta, t0, log)
     return 0
 

@@ -12,6 +12,13 @@ import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
+#: for the tests that fork on purpose after threads have started (pterun's pool, LiteRT's): Python 3.12+ warns
+#: at every such fork ("This process ... is multi-threaded, use of fork() may lead to deadlocks"), and forking a
+#: process that has loaded and run models, as a preloading server does, is what those tests check works. Only
+#: that warning is silenced, only there.
+FORK_OF_A_THREADED_PROCESS = pytest.mark.filterwarnings(
+    r"ignore:This process \(pid=\d+\) is multi-threaded, use of fork\(\) may lead to deadlocks:DeprecationWarning")
+
 
 def needs(module: str) -> None:
     """Skip the calling test, saying why, when the optional library ``module`` is not installed.

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import pydoc
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -19,9 +22,33 @@ def test_public_names_are_exactly_the_curated_ones():
         "Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BundledProgram",
         "VerificationResult", "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError",
         "NamedDataNotFoundError", "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError",
-        "__version__", "Module", "IOInfo"}
+        "__version__", "Module", "IOInfo",
+        # ExecuTorch's pybindings spellings: public, though they start with an underscore
+        "_load_for_executorch", "_load_for_executorch_from_buffer", "_load_for_executorch_from_bundled_program",
+        "_load_bundled_program_from_buffer", "_get_operator_names", "_get_registered_backend_names", "_is_available"}
     for name in pterun.__all__:
         assert hasattr(pterun, name)
+
+
+def test_dir_and_help_show_every_public_name_and_no_helper():
+    # the lazy names (imported on first use) too, and not the module's own machinery
+    assert dir(pterun) == sorted(pterun.__all__)
+    text = pydoc.render_doc(pterun, renderer=pydoc.plaintext)
+    for name in ("Module", "BundledProgram", "IOInfo", "VerificationResult", "Runtime", "_load_for_executorch",
+                 "_is_available", "InvalidProgramError"):
+        assert f"{name}(" in text or f"class {name}" in text, name
+    for helper in ("TYPE_CHECKING", "_LAZY", "_MODULE_API"):
+        assert helper not in text and helper not in dir(pterun)
+    assert "config" not in dir(pterun)
+
+
+def test_import_pterun_is_light_and_submodules_still_come_by_attribute():
+    script = ("import sys, pterun; assert 'numpy' not in sys.modules and 'pterun.runtime' not in sys.modules, "
+              "sorted(sys.modules); pterun.threads.set_num_threads(1); assert pterun.Runtime.get().num_threads == 1; "
+              "assert pterun.Runtime is pterun.runtime.Runtime; "
+              "import pytest; pytest.raises(AttributeError, getattr, pterun, 'no_such_name')")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
 
 
 def test_runtime_get_is_a_singleton():

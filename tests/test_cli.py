@@ -14,6 +14,7 @@ import pytest
 
 from fixtures_util import FIXTURES, load_calls
 from pterun import cli, threads
+from pterun.cli import output  # noqa: F401  (cli.output: bench's progress)
 from pterun.cli import main
 from pterun.runtime import Method
 
@@ -116,7 +117,6 @@ def test_tensor_output_torch_in_the_environment_does_not_matter_to_the_cli(monke
 def test_a_missing_library_is_one_line(monkeypatch, capsys):
     def no_torch(*args, **kwargs):
         raise ImportError("tensor_output='torch' needs PyTorch, which is not installed")
-    monkeypatch.setattr(cli, "cmd_demo", no_torch)
     monkeypatch.setattr(cli, "build_parser", _parser_with_demo(no_torch))
     assert main(["demo"]) == 1
     assert capsys.readouterr().err == "pterun: error: ImportError: tensor_output='torch' needs PyTorch, which is " \
@@ -133,9 +133,11 @@ def _parser_with_demo(fn):
     return parser
 
 
-@pytest.mark.parametrize("command", ["run", "bench", "ops"])
-def test_a_ptd_where_a_program_is_expected_says_so(command, capsys):
-    assert main([command, str(FIXTURES / "ext_mlp.ptd")]) == 2
+@pytest.mark.parametrize("command", ["run", "bench", "ops", "trace"])
+def test_a_ptd_where_a_program_is_expected_says_so(command, capsys, tmp_path):
+    # a bad file, so status 1 (2 is for options that are wrong whatever the files hold)
+    argv = [command, str(FIXTURES / "ext_mlp.ptd")] + (["--out", str(tmp_path / "t.npz")] if command == "trace" else [])
+    assert main(argv) == 1
     err = capsys.readouterr().err
     _no_traceback(err)
     assert err.startswith(f"pterun: error: {FIXTURES / 'ext_mlp.ptd'} is an external data file (.ptd), not a "
@@ -144,8 +146,13 @@ def test_a_ptd_where_a_program_is_expected_says_so(command, capsys):
 
 
 def test_verify_of_a_plain_program_says_it_needs_a_bundle(capsys):
-    assert main(["verify", str(FIXTURES / "mlp.pte")]) == 2
-    assert "is not a bundled program (.bpte)" in capsys.readouterr().err
+    assert main(["verify", str(FIXTURES / "mlp.pte")]) == 1
+    assert capsys.readouterr().err == (f"pterun: error: {FIXTURES / 'mlp.pte'} is a program (.pte), not a bundled "
+                                       "program (.bpte): verify needs one, since a .pte carries no expected outputs\n")
+    assert main(["verify", str(FIXTURES / "ext_mlp.ptd")]) == 1  # speaks of what the file is: a .ptd
+    assert capsys.readouterr().err == (f"pterun: error: {FIXTURES / 'ext_mlp.ptd'} is an external data file (.ptd), "
+                                       "not a bundled program (.bpte): verify needs one, since a .ptd holds weights, "
+                                       "not test cases\n")
 
 
 def test_hints_name_command_line_flags_not_python_arguments(capsys):
@@ -194,9 +201,24 @@ def test_run_with_inputs_and_outputs(tmp_path, capsys):
     assert main(["run", str(FIXTURES / "mlp.pte"), "--input", str(tmp_path / "x.npy"), "--output", str(out)]) == 0
     text = capsys.readouterr().out
     assert "output 0: float32[4, 10]" in text
-    assert f"wrote 1 output(s) to {out} (as out0, out1, ...)" in text
+    assert text.endswith(f"wrote 1 output to {out} (as out0)\n")
     with np.load(out) as z:
         np.testing.assert_allclose(z["out0"], call["outputs"][0], rtol=1e-5, atol=1e-6)
+
+
+def test_run_says_which_names_it_saved_the_outputs_under(tmp_path, capsys):
+    out = tmp_path / "many.npz"
+    assert main(["run", str(FIXTURES / "xnn_gru.pte"), "--output", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote 2 outputs to {out} (as out0, out1)\n")
+    assert main(["run", str(FIXTURES / "ops_misc.pte"), "--output", str(out)]) == 0
+    with np.load(out) as z:
+        assert z.files == [f"out{i}" for i in range(19)]
+    assert capsys.readouterr().out.endswith(f"wrote 19 outputs to {out} (as out0 ... out18)\n")
+
+
+def test_run_of_a_method_without_inputs_says_so(capsys):
+    assert main(["run", str(FIXTURES / "multi_method.pte"), "--method", "get_max_seq_len"]) == 0
+    assert capsys.readouterr().out.startswith("inputs: none (the method takes no inputs)\noutput 0: int 128\n")
 
 
 def test_output_without_extension_names_the_file_it_wrote(tmp_path, capsys):
@@ -276,11 +298,16 @@ def test_bench_json_and_warmup(monkeypatch, capsys):
 
 
 def test_bench_shows_progress_on_long_runs(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)
-    assert main(["bench", str(FIXTURES / "mlp.pte"), "--repeat", "3", "--warmup", "0"]) == 0
+    monkeypatch.setattr(cli.output, "PROGRESS_AFTER_S", 0.0)
+    monkeypatch.setattr(cli.output, "PROGRESS_EVERY_S", 0.0)  # a line after every call
+    assert main(["bench", str(FIXTURES / "mlp.pte"), "--repeat", "3", "--warmup", "2"]) == 0
     out, err = capsys.readouterr()
-    assert "bench: 1/3 calls, median so far" in err
-    assert "median" in out and "over 3 calls (0 warm-up)" in out
+    # timed calls are counted as the result line counts them, warm-up calls apart
+    lines = err.splitlines()
+    assert [ln.split(",")[0] for ln in lines] == ["bench: warm-up call 1 of 2", "bench: warm-up call 2 of 2",
+                                                  "bench: 1 of 3 calls", "bench: 2 of 3 calls", "bench: 3 of 3 calls"]
+    assert "median so far" in lines[2]
+    assert "median" in out and "over 3 calls (2 warm-up)" in out
 
 
 def test_bench_is_quiet_on_short_runs(capsys):
@@ -444,6 +471,6 @@ def test_bench_says_how_many_delegate_calls_run_merged(capsys, monkeypatch):
 
 
 def test_index_ranges_are_compressed():
-    from pterun.cli import _ranges
+    from pterun.cli.output import ranges as _ranges
     assert _ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
     assert _ranges([3]) == "3"

@@ -41,6 +41,21 @@ def test_missing_data_path_names_the_tensor():
                             "no data_path was given to load_program")
 
 
+@pytest.mark.parametrize("make", ["Module", "_load_for_executorch"])
+def test_a_module_without_its_ptd_fails_at_construction(make):
+    # not at the first forward, long after the line that forgot the data file
+    import pterun
+    with pytest.raises(NamedDataNotFoundError) as e:
+        getattr(pterun, make)(PTE)
+    assert str(e.value) == (f"{PTE}: method 'forward': tensor 'fc1.weight' is stored in external data (.ptd), but "
+                            "no data_path was given to load_program")
+    with pytest.raises(InvalidProgramError, match="external tensor 'fc1.weight' in .*ext_mlp_wrong.ptd has dtype"):
+        getattr(pterun, make)(PTE, FIXTURES / "ext_mlp_wrong.ptd")
+    module = getattr(pterun, make)(PTE, PTD)
+    call = load_calls("ext_mlp")[0]
+    assert_matches(module.forward(call["inputs"])[0], call["outputs"][0], "ext_mlp through Module")
+
+
 def test_missing_ptd_file():
     with pytest.raises(FileNotFoundError, match="no such external data file"):
         Runtime.get().load_program(PTE, data_path=FIXTURES / "nope.ptd")

@@ -206,7 +206,7 @@ LAYERS = (
     ("pterun.summary", "pterun.profile", "pterun.trace", "pterun.llm"),
     ("pterun.module",),
     ("pterun",),
-    ("pterun.cli", "pterun.__main__"),
+    ("pterun.cli", "pterun.llm.cli", "pterun.__main__"),
 )
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures_util import FORK_OF_A_THREADED_PROCESS
 from pterun import Runtime
 from pterun.delegates.xnnpack import graph as G
 from xnn_payloads import Graph, out_tensor, tensor
@@ -148,6 +149,7 @@ def test_an_interpreter_holds_at_most_group_bytes_of_model(monkeypatch):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@FORK_OF_A_THREADED_PROCESS
 def test_a_forked_child_runs_what_a_shared_interpreter_ran():
     method = Runtime(num_threads=2, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")
     want = _decode(method)

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_util import FIXTURES, load_calls
+from fixtures_util import FIXTURES, FORK_OF_A_THREADED_PROCESS, load_calls
 
 from pterun import Runtime
 
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed"),
     pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork"),
+    FORK_OF_A_THREADED_PROCESS,
 ]
 
 SRC = Path(__file__).resolve().parents[1] / "src"

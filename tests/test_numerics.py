@@ -80,7 +80,8 @@ def test_quantization_helpers():
 
 
 def test_importing_numerics_imports_nothing_more():
-    code = ("import sys, pterun; before = set(sys.modules); import pterun.numerics; "
+    # NumPy first: ``import pterun`` itself no longer brings it
+    code = ("import sys, numpy, pterun; before = set(sys.modules); import pterun.numerics; "
             "new = set(sys.modules) - before - {'pterun.numerics'}; assert not new, sorted(new)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr

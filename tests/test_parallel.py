@@ -13,7 +13,7 @@ from pterun import Runtime, threads
 from pterun.delegates.xnnpack.numpy_engine import conv, windows
 from pterun.threads import blas_threads, num_threads, parallel_for, set_blas_threads, set_num_threads
 
-from fixtures_util import FIXTURES, load_calls
+from fixtures_util import FIXTURES, FORK_OF_A_THREADED_PROCESS, load_calls
 from xnn_refs import close, randn, ref_conv
 
 
@@ -140,6 +140,7 @@ def test_runtime_num_threads_splits_and_holds_blas_at_one(width):
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@FORK_OF_A_THREADED_PROCESS
 def test_a_forked_child_gets_a_pool_of_its_own(width):
     width(2)
     _record(4)  # the parent's pool thread exists now

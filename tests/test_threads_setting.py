@@ -12,11 +12,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from pterun import Runtime, threads
 from pterun.cli import main
-from pterun.threads import BLAS_ENV, blas_threads, default_num_threads, set_blas_threads
+from pterun.threads import BLAS_ENV, blas_threads, default_num_threads, set_blas_threads, set_num_threads
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -146,3 +147,15 @@ def test_import_pterun_does_not_import_threadpoolctl():
 def test_bad_blas_values():
     with pytest.raises(ValueError, match="num_threads must be at least 1, got 0"):
         set_blas_threads(0)
+
+
+@pytest.mark.parametrize("bad", [2.5, 2.0, "2", True])
+def test_a_thread_count_that_is_not_an_integer_is_a_type_error_naming_the_argument(bad, restore_threads):
+    # int(2.5) would be 2: a count that is not a whole number is a mistake to report, not to round
+    with pytest.raises(TypeError, match=f"^num_threads must be an integer, got {type(bad).__name__} {bad!r}$"):
+        Runtime(num_threads=bad)
+    with pytest.raises(TypeError, match="^num_threads must be an integer"):
+        set_num_threads(bad)
+    with pytest.raises(TypeError, match="^num_threads must be an integer"):
+        set_num_threads(None)
+    assert Runtime(num_threads=np.int64(2)).num_threads == 2  # NumPy's integers are integers

@@ -8,20 +8,23 @@ Example::
     >>> program.load_method("forward").execute([np.ones((1, 3), np.float32)])         # doctest: +SKIP
 
 ExecuTorch's pybindings API (``_load_for_executorch(path).forward(inputs)``) is :class:`Module`.
-"""
 
-from typing import TYPE_CHECKING
+Only the exceptions are imported with the package; everything else (the runtime, NumPy with it, bundled programs,
+the pybindings-shaped Module, the submodules such as :mod:`pterun.threads`) on first use. So ``import pterun``
+costs a few milliseconds, and the ``pterun`` command can catch Ctrl-C from its first import on.
+"""
 
 from pterun.errors import (DelegateError, InvalidArgumentError, InvalidProgramError, KernelError,
                            MethodNotFoundError, NamedDataNotFoundError, NotSupportedError, OperatorMissingError,
                            PterunError, VerificationError)
-from pterun.runtime import Method, MethodMeta, Program, Runtime, TensorInfo, Verification
 
+TYPE_CHECKING = False  # typing's own flag, without importing typing; type checkers take the branch below
 if TYPE_CHECKING:  # imported on first use (see __getattr__); named here for type checkers
     from pterun.bundled import BundledProgram, VerificationResult
     from pterun.module import (IOInfo, Module, _get_operator_names, _get_registered_backend_names, _is_available,
                                _load_bundled_program_from_buffer, _load_for_executorch,
                                _load_for_executorch_from_buffer, _load_for_executorch_from_bundled_program)
+    from pterun.runtime import Method, MethodMeta, Program, Runtime, TensorInfo, Verification
 
 __version__ = "0.1.0"
 
@@ -30,21 +33,37 @@ __all__ = [
     "VerificationResult",
     "PterunError", "InvalidProgramError", "InvalidArgumentError", "MethodNotFoundError", "NamedDataNotFoundError",
     "OperatorMissingError", "NotSupportedError", "DelegateError", "KernelError", "VerificationError", "__version__",
+    # ExecuTorch's pybindings functions, spelt as ExecuTorch spells them (``from pterun import _load_for_executorch``)
+    "_load_for_executorch", "_load_for_executorch_from_buffer", "_load_for_executorch_from_bundled_program",
+    "_load_bundled_program_from_buffer", "_get_operator_names", "_get_registered_backend_names", "_is_available",
 ]
 
-
-_MODULE_API = ("Module", "IOInfo", "_load_for_executorch", "_load_for_executorch_from_buffer",
-               "_load_for_executorch_from_bundled_program", "_load_bundled_program_from_buffer", "_get_operator_names",
-               "_get_registered_backend_names", "_is_available")
+# where each name imported on first use lives
+_LAZY = {name: "pterun.runtime" for name in ("Runtime", "Program", "Method", "MethodMeta", "TensorInfo",
+                                             "Verification")}
+_LAZY.update({name: "pterun.bundled" for name in ("BundledProgram", "VerificationResult")})
+_LAZY.update({name: "pterun.module" for name in ("Module", "IOInfo", "_load_for_executorch",
+                                                 "_load_for_executorch_from_buffer",
+                                                 "_load_for_executorch_from_bundled_program",
+                                                 "_load_bundled_program_from_buffer", "_get_operator_names",
+                                                 "_get_registered_backend_names", "_is_available")})
 
 
 def __getattr__(name: str) -> object:
-    # bundled-program support and the pybindings-shaped Module are imported on first use, keeping
-    # ``import pterun`` light
-    if name in ("BundledProgram", "VerificationResult"):
-        from pterun import bundled
-        return getattr(bundled, name)
-    if name in _MODULE_API:
-        from pterun import module
-        return getattr(module, name)
+    import importlib
+    import importlib.util
+
+    where = _LAZY.get(name)
+    if where is not None:
+        value = getattr(importlib.import_module(where), name)
+        globals()[name] = value  # found directly from now on
+        return value
+    if not name.startswith("__") and importlib.util.find_spec(f"pterun.{name}") is not None:
+        # ``import pterun; pterun.threads.set_num_threads(2)`` worked when the runtime came with the package
+        return importlib.import_module(f"pterun.{name}")
     raise AttributeError(f"module 'pterun' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # the public names, the ones imported on first use too; not the helpers above, nor submodules loaded so far
+    return sorted(__all__)

@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -91,8 +92,11 @@ def check_tensor_output(value: object, source: str = "tensor_output") -> str:
 
 
 def check_threads(n: int, source: str = "num_threads") -> int:
-    """``n`` as a thread count of at least 1; ValueError naming ``source``."""
-    n = int(n)
+    """``n`` as a thread count of at least 1: TypeError naming ``source`` unless ``n`` is an integer (``2.5`` is
+    not silently 2, nor ``True`` 1), ValueError when it is below 1."""
+    if isinstance(n, bool) or not hasattr(type(n), "__index__"):
+        raise TypeError(f"{source} must be an integer, got {type(n).__name__} {n!r}")
+    n = operator.index(n)
     if n < 1:
         raise ValueError(f"{source} must be at least 1, got {n}")
     return n

@@ -33,7 +33,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
 
-from pterun.errors import NotSupportedError
+from pterun.errors import NotSupportedError, PterunError
+from pterun.format.program import EXTERNAL, TENSOR
 from pterun.runtime import MethodMeta, Program, Runtime, Verification
 
 if TYPE_CHECKING:
@@ -73,6 +74,19 @@ def _io_infos(meta: MethodMeta, which: str) -> list[IOInfo]:
     return out
 
 
+def _load_methods_reading_external_data(program: Program) -> None:
+    """Load now every method that reads tensors from a ``.ptd``, so that a Module built without its data file
+    (or with the wrong one) fails at construction, naming the tensor, rather than at the first ``forward``."""
+    pf = program.file
+    for header in pf.plan_headers:
+        try:
+            values = pf.plan(header.index).values
+        except PterunError:
+            continue  # a method that cannot be read fails on its own, when it is used
+        if any(tag == TENSOR and v.location == EXTERNAL and v.fqn for tag, v in values):
+            program.load_method(header.name)
+
+
 def _no_debugging(enable_etdump: bool, debug_buffer_size: int) -> None:
     if enable_etdump or debug_buffer_size:
         raise NotSupportedError("ETDump and the debug buffer are not available in pterun (enable_etdump / "
@@ -90,8 +104,12 @@ class Module:
         program_verification: as ExecuTorch's ``program_verification``.
         tensor_output: ``"numpy"`` (the default) or ``"torch"``; see :meth:`pterun.Runtime.load_program`.
 
+    A method that reads tensors from external data is loaded at construction, so a missing or mismatched
+    ``.ptd`` fails here; other methods load on their first call.
+
     Raises:
-        InvalidProgramError: not a valid program.
+        InvalidProgramError: not a valid program, or a ``.ptd`` tensor whose layout differs from the program's.
+        NamedDataNotFoundError: a tensor the program keeps in external data is in no ``data_path`` file given.
         FileNotFoundError: no such file.
     """
 
@@ -103,6 +121,7 @@ class Module:
         else:
             self.program = Runtime.get().load_program(program, data_path=data_path, verification=program_verification,
                                                       tensor_output=tensor_output)
+            _load_methods_reading_external_data(self.program)
         self._planned: dict[str, list] = {}
 
     def method_names(self) -> list[str]:

@@ -121,6 +121,7 @@ class Runtime:
 
         Raises:
             ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
+            TypeError: ``num_threads`` is not an integer (``2.5`` is not taken as 2).
         """
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()

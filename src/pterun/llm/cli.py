@@ -15,6 +15,8 @@ import resource
 import sys
 import time
 
+from pterun.cli.options import number, whole
+
 __all__ = ["add_generate_parser", "cmd_generate"]
 
 
@@ -26,15 +28,17 @@ def add_generate_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--tokenizer", required=True, metavar="FILE",
                    help="tokenizer.json (HuggingFace), a tiktoken file or a SentencePiece .model")
     g.add_argument("--prompt", required=True, help="the prompt text")
-    g.add_argument("--max-new-tokens", type=int, default=256, metavar="N", help="at most N new tokens (default 256; "
-                   "-1: the rest of the context)")
-    g.add_argument("--temperature", type=float, default=0.8, metavar="T", help="0 is greedy (default 0.8)")
-    g.add_argument("--top-p", type=float, default=0.9, metavar="P", help="nucleus sampling mass (default 0.9; 1 = off)")
-    g.add_argument("--top-k", type=int, default=0, metavar="K", help="sample among the K likeliest (default 0 = off)")
-    g.add_argument("--seed", type=int, default=None, metavar="S", help="seed for sampling (default: random)")
+    g.add_argument("--max-new-tokens", type=whole(1, also=(-1,), note=" for the rest of the context"), default=256,
+                   metavar="N", help="at most N new tokens (default 256; -1: the rest of the context)")
+    g.add_argument("--temperature", type=number(0.0), default=0.8, metavar="T", help="0 is greedy (default 0.8)")
+    g.add_argument("--top-p", type=number(0.0, 1.0, above=True, note=" (1 = off)"), default=0.9, metavar="P",
+                   help="nucleus sampling mass (default 0.9; 1 = off)")
+    g.add_argument("--top-k", type=whole(0), default=0, metavar="K",
+                   help="sample among the K likeliest (default 0 = off)")
+    g.add_argument("--seed", type=whole(0), default=None, metavar="S", help="seed for sampling (default: random)")
     g.add_argument("--data-path", action="append", default=[], metavar="FILE.ptd",
                    help="external data file(s) holding the weights")
-    g.add_argument("--num-bos", type=int, default=None, metavar="N",
+    g.add_argument("--num-bos", type=whole(0), default=None, metavar="N",
                    help="BOS tokens before the prompt (default: 1 when the model has a BOS id)")
     g.add_argument("--echo", action="store_true", help="print the prompt before the generated text")
     g.set_defaults(fn=cmd_generate)
