@@ -159,7 +159,7 @@ def test_inspect_summarises_xnnpack_payloads(capsys):
 
 
 def test_read_data_file_is_the_public_ptd_reader():
-    from pterun.runtime import read_data_file
+    from pterun.sources import read_data_file
 
     ptd = read_data_file(PTD)
     assert ptd.name == str(PTD) and "fc1.weight" in ptd

@@ -202,7 +202,7 @@ LAYERS = (
     ("pterun.threads", "pterun.format"),
     ("pterun.kernels", "pterun.delegates"),
     ("pterun.interp",),
-    ("pterun.convert", "pterun.runtime", "pterun.bundled"),
+    ("pterun.sources", "pterun.convert", "pterun.runtime", "pterun.bundled"),
     ("pterun.summary", "pterun.profile", "pterun.trace", "pterun.llm"),
     ("pterun.module",),
     ("pterun",),

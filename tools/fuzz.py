@@ -61,6 +61,7 @@ sys.path.insert(0, str(ROOT / "src"))
 import pterun  # noqa: E402
 from pterun.errors import PterunError  # noqa: E402
 from pterun.format import flatbuffer as fb  # noqa: E402
+from pterun.format.schema import TENSOR  # noqa: E402
 
 CLASSES = ("field", "value", "flip", "truncate", "chunk")
 GIB = 1 << 30
@@ -138,10 +139,12 @@ def _make_inputs(method, calls: list, rng: random.Random) -> list:
             except PterunError:
                 break
     out = []
-    for tag, desc, dtype in method._input_specs:
-        if dtype is None:  # Int/Double/Bool/String/None inputs only accept the value baked in
+    plan = method._runner.plan
+    for tag, desc in (plan.values[j] for j in plan.inputs):
+        if tag != TENSOR:  # Int/Double/Bool/String/None inputs only accept the value baked in
             out.append(desc)
             continue
+        dtype = desc.dtype
         shape = tuple(desc.sizes)
         if math.prod(shape) * dtype.itemsize > MAX_INPUT_BYTES:
             out.append(np.zeros((1,), dtype))  # refused as a wrong shape: the point is the program, not us

@@ -19,11 +19,13 @@ imported.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, PterunError
 from pterun.format import dtypes
+from pterun.format.schema import BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR
 
 #: dtypes of ExecuTorch programs that NumPy lacks (ml_dtypes has them) -> the integer type of their bits, by
 #: name, as torch and NumPy both spell them
@@ -136,3 +138,80 @@ def torch_output(torch):
             raise TypeError(f"tensor_output='torch': torch has no dtype for a {name} output")
         return torch.from_numpy(a.view(_BITS[name])).view(getattr(torch, name))
     return wrap
+
+
+class InputChecks:
+    """The checks of one method's inputs, resolved once at load: a function per input that takes what the
+    caller passed and gives what the method runs on (a host array of exactly the dtype, rank and shape the method
+    takes; None; a Python scalar equal to the one the program was exported with), or raises
+    :class:`~pterun.errors.InvalidArgumentError` naming the input."""
+
+    def __init__(self, method: str, specs: list):
+        self.method = method
+        self._checks = [self._check_for(i, tag, desc) for i, (tag, desc) in enumerate(specs)]
+
+    def __call__(self, inputs) -> list:
+        if type(inputs) is not list and type(inputs) is not tuple and (
+                isinstance(inputs, (np.ndarray, str, bytes)) or not isinstance(inputs, Sequence)):
+            raise InvalidArgumentError(f"method {self.method!r}: inputs must be a list or tuple of values, got "
+                                       f"{type(inputs).__name__}")
+        checks = self._checks
+        if len(inputs) != len(checks):
+            raise InvalidArgumentError(f"method {self.method!r} takes {len(checks)} input(s), got {len(inputs)}")
+        return [check(x) for check, x in zip(checks, inputs)]
+
+    @staticmethod
+    def _check_for(i: int, tag: int, desc):
+        if tag == TENSOR:
+            return _tensor_check(i, desc)
+        if tag == NULL:
+            def none(x):
+                if x is not None:
+                    raise InvalidArgumentError(f"input {i}: expected None, got {type(x).__name__}")
+                return None
+            return none
+        return _scalar_check(i, tag, desc)
+
+
+def _tensor_check(i: int, desc):
+    want, sizes, static = desc.dtype, tuple(desc.sizes), desc.dynamism == STATIC
+
+    def tensor(x):
+        arr = x if type(x) is np.ndarray else to_host_array(x, i)
+        if arr.dtype != want:
+            arr = check_dtype(arr, want, i)
+        shape = arr.shape
+        if len(shape) != len(sizes):
+            raise InvalidArgumentError(f"input {i}: expected rank {len(sizes)} with shape {list(sizes)}, got shape "
+                                       f"{list(shape)}")
+        if static:
+            if shape != sizes:
+                raise InvalidArgumentError(f"input {i}: expected shape {list(sizes)}, got {list(shape)}")
+        elif any(s > b for s, b in zip(shape, sizes)):
+            raise InvalidArgumentError(f"input {i}: shape {list(shape)} exceeds the upper bound {list(sizes)} of "
+                                       "this dynamic input")
+        return arr
+    return tensor
+
+
+def _scalar_check(i: int, tag: int, baked):
+    """An Int, Double, Bool or String input: a program exported with one baked in accepts only that value."""
+    want_t = {INT: int, DOUBLE: float, BOOL: bool, STRING: str}[tag]
+
+    def scalar(x):
+        if isinstance(x, np.generic):
+            x = x.item()
+        ok = isinstance(x, want_t) and not (want_t is int and isinstance(x, bool))
+        if want_t is float and isinstance(x, int) and not isinstance(x, bool):
+            ok, x = True, float(x)
+        if not ok:
+            raise InvalidArgumentError(f"input {i}: expected {TAG_NAMES[tag]}, got {type(x).__name__}")
+        if tag == DOUBLE:
+            same = (x == baked) or (abs(x - baked) <= 1e-4 + 1e-5 * abs(baked)) or (x != x and baked != baked)
+        else:
+            same = x == baked
+        if not same:
+            raise InvalidArgumentError(f"input {i}: this program was exported with {TAG_NAMES[tag]} {baked!r} baked "
+                                       f"in and only accepts that value, got {x!r}")
+        return x
+    return scalar

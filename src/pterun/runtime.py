@@ -1,5 +1,8 @@
 """The public facade, shaped like ``executorch.runtime``: Runtime, Program, Method, MethodMeta, TensorInfo.
 
+Where programs come from is :mod:`pterun.sources`; how inputs are checked and converted, and outputs handed back,
+:mod:`pterun.convert`; everything a method is made of, :mod:`pterun.interp`.
+
 Example::
 
     >>> import numpy as np
@@ -12,25 +15,21 @@ from __future__ import annotations
 
 import enum
 import functools
-import mmap
-import os
-import struct
 import threading
-from typing import IO, TYPE_CHECKING, Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from pterun import config, threads
 from pterun._fpstate import quiet, restore
+from pterun.convert import InputChecks, import_torch, torch_output
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import (InvalidArgumentError, InvalidProgramError, MethodNotFoundError,
-                           NamedDataNotFoundError)
+from pterun.errors import MethodNotFoundError, NamedDataNotFoundError
 from pterun.format import dtypes
 from pterun.format.program import ProgramFile, read_program
-from pterun.format.schema import BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR
-from pterun.format.ptd import PtdFile, read_ptd
-from pterun.convert import check_dtype, import_torch, to_host_array, torch_output
+from pterun.format.schema import STATIC, TAG_NAMES, TENSOR
 from pterun.interp.method import MethodRunner
+from pterun.sources import DataPath, ProgramSource, guard, open_data_files, open_source
 
 if TYPE_CHECKING:
     from pterun.bundled import BundledProgram
@@ -38,11 +37,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Runtime", "Program", "Method", "MethodMeta", "TensorInfo", "Verification", "BackendRegistry",
            "OperatorRegistry"]
-
-#: what load_program accepts: a path (memory-mapped), bytes-like data, or a binary file object
-ProgramSource = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, IO[bytes]]
-#: external data for load_program: one .ptd (path or bytes-like) or a list of them
-DataPath = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview, Sequence[Union[str, "os.PathLike[str]", bytes]]]
 
 class Verification(enum.IntEnum):
     """How much of a program is checked at load: ``Minimal`` parses a method when it is first used,
@@ -182,12 +176,13 @@ class Runtime:
                                    "tensor_output": None if tensor_output is None else
                                    config.check_tensor_output(tensor_output)}, self._choices())
         _check_engine_available(settings)
-        _hold_blas()
-        buf, name, keepalive = _open(data)
-        pf = _guard(read_program, buf, name, name=name)
+        threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
+        threads.hold_blas()  # once per process
+        buf, name, keepalive = open_source(data)
+        pf = guard(read_program, buf, name, name=name)
         if verification == Verification.InternalConsistency:
-            _guard(pf.verify_all, name=name)
-        external = _open_data_files(data_path)
+            guard(pf.verify_all, name=name)
+        external = open_data_files(data_path)
         return Program(pf, settings, (keepalive, [k for _, k in external]), tuple(p for p, _ in external))
 
     def load_bundled_program(self, data: ProgramSource, *, data_path: DataPath | None = None,
@@ -201,93 +196,13 @@ class Runtime:
         from pterun.bundled import BundledProgram
         from pterun.format.bundled import read_bundled
 
-        buf, name, keepalive = _open(data, what="bundled program")
-        bf = _guard(read_bundled, buf, name, name=name)
+        buf, name, keepalive = open_source(data, what="bundled program")
+        bf = guard(read_bundled, buf, name, name=name)
         program = self.load_program(bf.program, data_path=data_path, verification=verification,
                                     tensor_output=tensor_output, engine=engine)
         program._pf.name = f"{name} (embedded program)"
         program._keepalive = (program._keepalive, keepalive)
         return BundledProgram(bf, program)
-
-
-def _hold_blas() -> None:
-    threads.num_threads()  # resolved (and a bad $PTERUN_NUM_THREADS reported) before anything runs
-    threads.hold_blas()  # once per process
-
-
-def _guard(fn, *args, name: str = "program"):
-    """Run a load step; a low-level error from a corrupt file becomes InvalidProgramError, and so does running
-    out of memory (a corrupt size under ``ulimit -v`` or with overcommit off): the message says how much."""
-    try:
-        return fn(*args)
-    except (struct.error, IndexError, OverflowError, UnicodeDecodeError) as e:
-        raise InvalidProgramError(f"{name}: corrupt program ({type(e).__name__}: {e})") from e
-    except MemoryError as e:
-        asked = str(e) or "an allocation NumPy or Python could not satisfy"
-        raise InvalidProgramError(f"{name}: loading ran out of memory: {asked} (corrupt file?)") from e
-
-
-def read_data_file(source) -> PtdFile:
-    """One ``.ptd`` external-data file (a path, memory-mapped, or bytes-like data), read and validated: its keys
-    give read-only zero-copy views (the file stays mapped while the result lives). What ``data_path=`` and
-    :func:`pterun.summary.describe` read.
-
-    Raises:
-        InvalidProgramError: not a valid ``.ptd``.
-        FileNotFoundError: no such file.
-    """
-    return _read_data_file(source)[0]
-
-
-def _read_data_file(source) -> tuple:
-    buf, name, keep = _open(source, what="external data file")
-    return _guard(read_ptd, buf, name, name=name), keep
-
-
-def _open_data_files(data_path) -> list:
-    """[(PtdFile, keepalive)] for ``data_path``: None, one path/bytes, or a list of them."""
-    if data_path is None:
-        return []
-    items = list(data_path) if isinstance(data_path, (list, tuple)) else [data_path]
-    out, seen = [], {}
-    for item in items:
-        ptd, keep = _read_data_file(item)
-        name = ptd.name
-        for key in ptd.keys():
-            if key in seen:
-                raise InvalidProgramError(f"named data key {key!r} is in both {seen[key]} and {name}")
-            seen[key] = name
-        out.append((ptd, keep))
-    return out
-
-
-def _open(data, what: str = "program file"):
-    """(buffer, display name, object to keep alive) for anything load_program accepts."""
-    if isinstance(data, (str, os.PathLike)):
-        path = os.fsdecode(data)  # not pathlib: importing it would add ~10 ms to import pterun
-        try:
-            f = open(path, "rb")
-        except FileNotFoundError:
-            raise FileNotFoundError(f"no such {what}: {path!r}") from None
-        with f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
-                raise InvalidProgramError(f"{path}: the file is empty")
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return mm, path, mm
-    if isinstance(data, bytes):
-        return data, "<bytes>", data
-    if isinstance(data, (bytearray, memoryview)):
-        mv = memoryview(data).toreadonly().cast("B")
-        return mv, f"<{type(data).__name__}>", data
-    if hasattr(data, "read"):
-        raw = data.read()
-        if not isinstance(raw, (bytes, bytearray)):
-            raise TypeError(f"file-like object's read() returned {type(raw).__name__}, expected bytes")
-        return bytes(raw), getattr(data, "name", "<file>") if isinstance(getattr(data, "name", None), str) \
-            else "<file>", raw
-    raise TypeError(f"Expected data to be bytes, bytearray, a path to a .pte file, or a file-like object, "
-                    f"but got {type(data).__name__}.")
 
 
 class TensorInfo:
@@ -436,7 +351,7 @@ class Program:
         if idx is None:
             raise MethodNotFoundError(f"no method named {name!r} in {self._pf.name}; it has "
                                       f"{sorted(self.method_names)}")
-        return _guard(self._pf.plan, idx, name=self._pf.name)
+        return guard(self._pf.plan, idx, name=self._pf.name)
 
     def metadata(self, method_name: str) -> MethodMeta:
         """MethodMeta of a method, without loading it."""
@@ -457,7 +372,7 @@ class Program:
                 token = quiet()  # constants folded and delegates compiled at load: their numbers, not warnings
                 prev = threads.use_threads(self._settings.num_threads)  # folding at load runs on its threads
                 try:
-                    runner = _guard(functools.partial(MethodRunner, self._pf, plan, self._settings,
+                    runner = guard(functools.partial(MethodRunner, self._pf, plan, self._settings,
                                                       shared_arenas=self._shared_arenas, external=self._external),
                                     name=f"{self._pf.name}: method {name!r}")
                 finally:
@@ -479,8 +394,7 @@ class Method:
         self._meta = MethodMeta(runner.plan)
         plan = runner.plan
         # (tag, desc, dtype): the dtype resolved once, not on every call
-        self._input_specs = [(tag, desc, desc.dtype if tag == TENSOR else None)
-                             for tag, desc in (plan.values[i] for i in plan.inputs)]
+        self._check_inputs = InputChecks(plan.name, [plan.values[i] for i in plan.inputs])
         self._lock = program._lock if runner.uses_shared_arenas else runner.lock
         torch = program._torch
         self._wrap = torch_output(torch) if torch is not None else None
@@ -499,55 +413,6 @@ class Method:
         runs it, and why not LiteRT when an XNNPACK delegate runs on NumPy although LiteRT was allowed."""
         r = self._runner
         return [delegate_info(i, d.backend_id, ex) for i, (d, ex) in enumerate(zip(r.plan.delegates, r.executors))]
-
-    def _check_inputs(self, inputs) -> list:
-        if type(inputs) is not list and type(inputs) is not tuple and (
-                isinstance(inputs, (np.ndarray, str, bytes)) or not isinstance(inputs, Sequence)):
-            raise InvalidArgumentError(f"method {self.name!r}: inputs must be a list or tuple of values, got "
-                                       f"{type(inputs).__name__}")
-        specs = self._input_specs
-        if len(inputs) != len(specs):
-            raise InvalidArgumentError(f"method {self.name!r} takes {len(specs)} input(s), got {len(inputs)}")
-        out = []
-        for i, ((tag, desc, want), x) in enumerate(zip(specs, inputs)):
-            if tag == TENSOR:
-                arr = x if type(x) is np.ndarray else to_host_array(x, i)
-                if arr.dtype != want:
-                    arr = check_dtype(arr, want, i)
-                shape = arr.shape
-                if len(shape) != len(desc.sizes):
-                    raise InvalidArgumentError(f"input {i}: expected rank {len(desc.sizes)} with shape "
-                                               f"{list(desc.sizes)}, got shape {list(shape)}")
-                if desc.dynamism == STATIC:
-                    if shape != desc.sizes:
-                        raise InvalidArgumentError(f"input {i}: expected shape {list(desc.sizes)}, got "
-                                                   f"{list(shape)}")
-                elif any(s > b for s, b in zip(shape, desc.sizes)):
-                    raise InvalidArgumentError(f"input {i}: shape {list(shape)} exceeds the upper bound "
-                                               f"{list(desc.sizes)} of this dynamic input")
-                out.append(arr)
-            elif tag == NULL:
-                if x is not None:
-                    raise InvalidArgumentError(f"input {i}: expected None, got {type(x).__name__}")
-                out.append(None)
-            else:
-                want_t = {INT: int, DOUBLE: float, BOOL: bool, STRING: str}[tag]
-                if isinstance(x, np.generic):
-                    x = x.item()
-                ok = isinstance(x, want_t) and not (want_t is int and isinstance(x, bool))
-                if want_t is float and isinstance(x, int) and not isinstance(x, bool):
-                    ok, x = True, float(x)
-                if not ok:
-                    raise InvalidArgumentError(f"input {i}: expected {TAG_NAMES[tag]}, got {type(x).__name__}")
-                if tag == DOUBLE:
-                    same = (x == desc) or (abs(x - desc) <= 1e-4 + 1e-5 * abs(desc)) or (x != x and desc != desc)
-                else:
-                    same = x == desc
-                if not same:
-                    raise InvalidArgumentError(f"input {i}: this program was exported with {TAG_NAMES[tag]} "
-                                               f"{desc!r} baked in and only accepts that value, got {x!r}")
-                out.append(x)
-        return out
 
     def execute(self, inputs: Sequence = (), *, hook: Hook | None = None) -> list:
         """Run the method on ``inputs`` and return its outputs as a list.

@@ -21,7 +21,8 @@ from pterun.format.program import ProgramFile
 from pterun.format import dtypes
 from pterun.format.schema import (CPU, DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR,
                                   ExecutionPlan)
-from pterun.runtime import DataPath, Program, ProgramSource, Runtime, read_data_file
+from pterun.runtime import Program, Runtime
+from pterun.sources import DataPath, ProgramSource, read_data_file
 
 __all__ = ["describe", "origin"]
 
@@ -109,8 +110,9 @@ def describe_ptd(source: ProgramSource) -> dict:
         e = {"key": key, "dtype": None, "numpy_dtype": None, "shape": None, "dim_order": None,
              "bytes": int(ptd.data(key).size)}
         if layout is not None:
-            e.update(dtype=dtypes.scalar_type_name(layout.scalar_type), numpy_dtype=dtypes.numpy_name(layout.scalar_type),
-                     shape=list(layout.sizes), dim_order=list(layout.dim_order))
+            st = layout.scalar_type
+            e.update(dtype=dtypes.scalar_type_name(st), numpy_dtype=dtypes.numpy_name(st), shape=list(layout.sizes),
+                     dim_order=list(layout.dim_order))
         entries.append(e)
     return {"file": name, "kind": "external data (.ptd)", "file_bytes": ptd.buf.size, "keys": entries}
 

@@ -28,7 +28,8 @@ from pterun.errors import InvalidArgumentError, InvalidProgramError
 from pterun.llm.config import GenerationConfig, Stats, now_ms
 from pterun.llm.sampler import Sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
-from pterun.runtime import DataPath, Program, Runtime
+from pterun.runtime import Program, Runtime
+from pterun.sources import DataPath
 
 __all__ = ["TextLLMRunner", "ModelInfo", "read_model_info"]
 
