@@ -66,44 +66,70 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
     another slot reads what that part wrote. Where the two slots are exactly the same bytes holding the same
     float32 elements (a flatten that exists only in the memory plan), the read joins the written value through a
     reshape; any other overlap raises :class:`CannotMerge`."""
-    values: dict[int, G.Value] = {}
-    nodes: list[G.Node] = []
-    current: dict[int, int] = {}  # slot -> merged value id holding what the run last wrote there
-    seq = 0  # counts the run's writes, in order
-    set_at: dict[int, int] = {}  # slot -> the count when ``current[slot]`` was set
-    wrote_at: dict[int, int] = {}  # slot -> the count when the run last wrote its bytes (views write none)
-    # merged value id -> which of its dims the run-time size decides (known where an absorbed view made it)
-    runtime_dims: dict[int, tuple] = {}
-    inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
-    constants: dict[int, int] = {}  # slot of a small program constant -> the merged graph's constant value
-    written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
+    m = _Merger(tensors, shared)
+    for part in parts:
+        if hasattr(part, "delegate_index"):
+            m.delegate(graphs[part.delegate_index], part.args)
+        else:
+            m.absorbed(part)
+    return m.finish(outside)
 
-    def add(v: G.Value, **changes) -> int:
-        vid = len(values)
-        values[vid] = v._replace(id=vid, **changes)
+
+class _Merger:
+    """The merged graph as it is built, part by part: values and nodes renumbered into one graph, and what the
+    run last wrote to each slot."""
+
+    def __init__(self, tensors: list, shared):
+        self.tensors, self.shared = tensors, shared
+        self.values: dict[int, G.Value] = {}
+        self.nodes: list[G.Node] = []
+        self.current: dict[int, int] = {}  # slot -> merged value id holding what the run last wrote there
+        self.seq = 0  # counts the run's writes, in order
+        self.set_at: dict[int, int] = {}  # slot -> the count when ``current[slot]`` was set
+        self.wrote_at: dict[int, int] = {}  # slot -> the count when the run last wrote its bytes (views write none)
+        # merged value id -> which of its dims the run-time size decides (known where an absorbed view made it)
+        self.runtime_dims: dict[int, tuple] = {}
+        self.inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
+        self.constants: dict[int, int] = {}  # slot of a small program constant -> the graph's constant value
+        self.written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
+
+    def add(self, v: G.Value, **changes) -> int:
+        vid = len(self.values)
+        self.values[vid] = v._replace(id=vid, **changes)
         return vid
 
-    def read(slot: int, v: G.Value) -> int:
+    def bind(self, slot: int, vid: int, wrote: bool) -> None:
+        self.seq += 1
+        self.current[slot], self.set_at[slot] = vid, self.seq
+        if wrote:
+            self.wrote_at[slot] = self.seq
+
+    def write(self, slot: int, vid: int) -> None:
+        self.bind(slot, vid, True)
+        self.written.append((vid, slot))
+
+    def read(self, slot: int, v: G.Value) -> int:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
-        src = current.get(slot)
-        last = max(((wrote_at[k], k) for k in shared.overlapping(slot) if k in wrote_at), default=None)
-        if last is not None and (src is None or last[0] > set_at[slot]):
-            src = _alias(slot, last[1], v)  # an earlier part wrote these bytes through another slot
-        if src is None and slot in constants:
-            src = constants[slot]
-            if tuple(values[src].dims) != tuple(v.dims) or values[src].datatype != v.datatype:
-                raise CannotMerge(f"slot {slot}: constant {values[src].describe()} read as {v.describe()}")
+        src = self.current.get(slot)
+        last = max(((self.wrote_at[k], k) for k in self.shared.overlapping(slot) if k in self.wrote_at), default=None)
+        if last is not None and (src is None or last[0] > self.set_at[slot]):
+            src = self.alias(slot, last[1], v)  # an earlier part wrote these bytes through another slot
+        if src is None and slot in self.constants:
+            src = self.constants[slot]
+            have = self.values[src]
+            if tuple(have.dims) != tuple(v.dims) or have.datatype != v.datatype:
+                raise CannotMerge(f"slot {slot}: constant {have.describe()} read as {v.describe()}")
             return src
         if src is None:
-            src = inputs.get(slot)
+            src = self.inputs.get(slot)
         if src is None:
-            data = _small_constant(tensors[slot], v)
+            data = _small_constant(self.tensors[slot], v)
             if data is not None:  # part of the graph: nothing to pass in on every call
-                constants[slot] = src = add(v, external_id=None, flags=0, data=data)
+                self.constants[slot] = src = self.add(v, external_id=None, flags=0, data=data)
                 return src
-            inputs[slot] = src = add(v, external_id=None, flags=0)
+            self.inputs[slot] = src = self.add(v, external_id=None, flags=0)
             return src
-        have = values[src]
+        have = self.values[src]
         for w in (have, v):
             if w.datatype != G.FP32 or w.quant is not None or w.dq_datatype or w.data is not None:
                 raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 joins)")
@@ -111,88 +137,85 @@ def merge_graphs(parts, graphs: dict, outside: Callable[[int], bool], tensors: l
             raise CannotMerge(f"slot {slot}: dims {list(have.dims)} meet {list(v.dims)}")
         return src
 
-    def bind(slot: int, vid: int, wrote: bool) -> None:
-        nonlocal seq
-        seq += 1
-        current[slot], set_at[slot] = vid, seq
-        if wrote:
-            wrote_at[slot] = seq
-
-    def write(slot: int, vid: int) -> None:
-        bind(slot, vid, True)
-        written.append((vid, slot))
-
-    def _alias(slot: int, other: int, v: G.Value) -> int:
+    def alias(self, slot: int, other: int, v: G.Value) -> int:
         """The value a read of ``slot`` sees where the run last wrote its bytes through ``other``."""
-        src = current[other]
-        have, t, u = values[src], tensors[slot], tensors[other]
-        if not shared.same(slot, other):
+        src = self.current[other]
+        have, t, u = self.values[src], self.tensors[slot], self.tensors[other]
+        if not self.shared.same(slot, other):
             raise CannotMerge(f"slot {slot} reads memory that slot {other} wrote in part ({u!r} over {t!r})")
-        if have.datatype != G.FP32 or have.quant is not None or have.dq_datatype or v.datatype != G.FP32 or \
-                v.quant is not None or v.dq_datatype or getattr(t, "dynamic", True) or getattr(u, "dynamic", True) or \
-                math.prod(have.dims) != math.prod(v.dims) or not _plain(t) or not _plain(u) or \
-                getattr(t, "dtype", None) != np.float32 or getattr(u, "dtype", None) != np.float32:
+        if not (_plain_fp32(have) and _plain_fp32(v) and _plain(t) and _plain(u)) or \
+                math.prod(have.dims) != math.prod(v.dims):
             raise CannotMerge(f"slot {slot} reads the bytes slot {other} wrote, as another value "
                               f"({have.describe()} read as {v.describe()})")
         if tuple(have.dims) == tuple(v.dims):
             return src
-        vid = add(G.Value(0, G.FP32, tuple(v.dims), None, 0, None, None))
-        nodes.append(G.Node(len(nodes), _KIND["StaticReshape"], "StaticReshape",
-                            {"num_dims": len(v.dims), "new_shape": list(v.dims), "flags": 0, "input_id": src,
-                             "output_id": vid}, -math.inf, math.inf, None))
-        bind(slot, vid, False)
+        vid = self.add(G.Value(0, G.FP32, tuple(v.dims), None, 0, None, None))
+        self.node(_KIND["StaticReshape"], "StaticReshape",
+                  {"num_dims": len(v.dims), "new_shape": list(v.dims), "flags": 0, "input_id": src, "output_id": vid})
+        self.bind(slot, vid, False)
         return vid
 
-    for part in parts:
-        if hasattr(part, "delegate_index"):
-            g = graphs[part.delegate_index]
-            remap = {}
-            for v in g.values.values():
-                if v.external_id is not None and v.flags & G.VALUE_EXTERNAL_INPUT:
-                    if v.flags & G.VALUE_EXTERNAL_OUTPUT:
-                        raise CannotMerge(f"{v.describe()} is both an input and an output")
-                    remap[v.id] = read(part.args[v.external_id], v)
-                else:
-                    remap[v.id] = add(v, external_id=None, flags=0)
-            for n in g.nodes:
-                fields = dict(n.fields)
-                for k in _id_fields(fields):
-                    if fields[k] != G.INVALID_ID:
-                        fields[k] = remap[fields[k]]
-                nodes.append(n._replace(index=len(nodes), fields=fields))
-            for v in g.outputs:
-                write(part.args[v.external_id], remap[v.id])
-        else:  # an absorbed operator: one node of the merged graph
-            (x,), (out,) = part.inputs, part.outputs
-            src = read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
-            node, want, dyn = _absorbed_node(part, values[src], runtime_dims.get(src), tensors[x].dynamic,
-                                             tuple(tensors[out].shape))
-            if want != tuple(tensors[out].shape):
-                raise CannotMerge(f"{part.op} of {list(values[src].dims)} gives {list(want)}, the program's "
-                                  f"tensor has {list(tensors[out].shape)}")
-            vid = add(G.Value(0, G.FP32, want, None, 0, None, None))
-            nodes.append(G.Node(len(nodes), node[0], node[1], {"input_id": src, "output_id": vid, **node[2]},
-                                -math.inf, math.inf, None))
-            if dyn is not None:
-                runtime_dims[vid] = dyn
-            if part.op == "view":
-                bind(out, vid, False)  # never written to memory: the view, where read outside, is replayed
-            else:
-                write(out, vid)
+    def node(self, kind: int, name: str, fields: dict) -> None:
+        self.nodes.append(G.Node(len(self.nodes), kind, name, fields, -math.inf, math.inf, None))
 
-    outs, seen = [], set()
-    for vid, slot in written:
-        if current[slot] == vid and outside(slot):
-            if vid in seen:
-                raise CannotMerge(f"value {vid} is written to two slots")
-            seen.add(vid)
-            outs.append((vid, slot))
-    args = tuple(inputs) + tuple(slot for _, slot in outs)
-    for k, vid in enumerate(inputs.values()):
-        values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_INPUT)
-    for k, (vid, _) in enumerate(outs, len(inputs)):
-        values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
-    return G.Graph(values, nodes, len(args)), args
+    def delegate(self, g: G.Graph, args: tuple) -> None:
+        """One delegate call's graph, its external values joined to what the run holds for its arguments."""
+        remap = {}
+        for v in g.values.values():
+            if v.external_id is not None and v.flags & G.VALUE_EXTERNAL_INPUT:
+                if v.flags & G.VALUE_EXTERNAL_OUTPUT:
+                    raise CannotMerge(f"{v.describe()} is both an input and an output")
+                remap[v.id] = self.read(args[v.external_id], v)
+            else:
+                remap[v.id] = self.add(v, external_id=None, flags=0)
+        for n in g.nodes:
+            fields = dict(n.fields)
+            for k in _id_fields(fields):
+                if fields[k] != G.INVALID_ID:
+                    fields[k] = remap[fields[k]]
+            self.nodes.append(n._replace(index=len(self.nodes), fields=fields))
+        for v in g.outputs:
+            self.write(args[v.external_id], remap[v.id])
+
+    def absorbed(self, part) -> None:
+        """An absorbed operator: one node of the merged graph."""
+        (x,), (out,) = part.inputs, part.outputs
+        tensors = self.tensors
+        src = self.read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
+        node, want, dyn = _absorbed_node(part, self.values[src], self.runtime_dims.get(src), tensors[x].dynamic,
+                                         tuple(tensors[out].shape))
+        if want != tuple(tensors[out].shape):
+            raise CannotMerge(f"{part.op} of {list(self.values[src].dims)} gives {list(want)}, the program's tensor "
+                              f"has {list(tensors[out].shape)}")
+        vid = self.add(G.Value(0, G.FP32, want, None, 0, None, None))
+        self.node(node[0], node[1], {"input_id": src, "output_id": vid, **node[2]})
+        if dyn is not None:
+            self.runtime_dims[vid] = dyn
+        if part.op == "view":
+            self.bind(out, vid, False)  # never written to memory: the view, where read outside, is replayed
+        else:
+            self.write(out, vid)
+
+    def finish(self, outside: Callable[[int], bool]) -> tuple[G.Graph, tuple]:
+        """The graph, with what the run reads from outside as its inputs and what outside reads as its outputs."""
+        outs, seen = [], set()
+        for vid, slot in self.written:
+            if self.current[slot] == vid and outside(slot):
+                if vid in seen:
+                    raise CannotMerge(f"value {vid} is written to two slots")
+                seen.add(vid)
+                outs.append((vid, slot))
+        values = self.values
+        args = tuple(self.inputs) + tuple(slot for _, slot in outs)
+        for k, vid in enumerate(self.inputs.values()):
+            values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_INPUT)
+        for k, (vid, _) in enumerate(outs, len(self.inputs)):
+            values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
+        return G.Graph(values, self.nodes, len(args)), args
+
+
+def _plain_fp32(v: G.Value) -> bool:
+    return v.datatype == G.FP32 and v.quant is None and not v.dq_datatype
 
 
 #: Program constants up to this size that a merged graph reads (RMSNorm weights, an epsilon) become constants of
@@ -201,10 +224,11 @@ SMALL_CONSTANT = 64 << 10
 
 
 def _plain(t) -> bool:
-    """Whether a tensor's elements lie in its bytes in plain row-major order (so the same bytes, read with other dims,
-    are a reshape)."""
+    """Whether a tensor is static float32 with its elements in plain row-major order (so the same bytes, read with
+    other dims, are a reshape)."""
     order = tuple(getattr(t, "dim_order", (None,)))
-    return order == tuple(range(len(order)))
+    return order == tuple(range(len(order))) and getattr(t, "dtype", None) == np.float32 and \
+        not getattr(t, "dynamic", True)
 
 
 def _small_constant(t, v: G.Value):
@@ -229,51 +253,66 @@ def _absorbed_node(part, src: G.Value, dyn, dynamic: bool, out_shape: tuple) -> 
     if dyn is None and not dynamic:
         dyn = (False,) * len(dims)
     if op == "mean":
-        axes, keep = part.attrs["axes"], part.attrs["keepdim"]
-        if any(a >= len(dims) for a in axes):
-            raise CannotMerge(f"mean over {list(axes)} of {list(dims)}")
-        want = tuple(1 if a in axes else d for a, d in enumerate(dims)) if keep else \
-            tuple(d for a, d in enumerate(dims) if a not in axes)
-        if want != out_shape:
-            raise CannotMerge(f"mean over {list(axes)} of {list(dims)} does not give {list(out_shape)}")
-        return (G.MEAN, "Mean", {"axes": axes, "keepdim": keep}), want, None
+        return _mean_node(part.attrs, dims, out_shape)
     if op in ("view", "reshape"):
-        size = part.attrs["size"]
-        known = math.prod(d for d in size if d is not None)
-        if None in size:
-            if known == 0 or math.prod(dims) % known:
-                raise CannotMerge(f"view {list(size)} of {list(dims)}")
-            want = tuple(math.prod(dims) // known if d is None else d for d in size)
-        else:
-            want = tuple(size)
-        if math.prod(want) != math.prod(dims) or (dyn is None or any(dyn)) and None not in size:
-            raise CannotMerge(f"view {list(size)} of {list(dims)}" + ("" if math.prod(want) == math.prod(dims)
-                                                                     else ": the sizes differ"))
-        if dyn is not None and not any(dyn):  # a static source: every size is known
-            return (_KIND["StaticReshape"], "StaticReshape", {"num_dims": len(want), "new_shape": list(want),
-                                                              "flags": 0}), want, (False,) * len(want)
-        return (_KIND["StaticReshape"], "StaticReshape",
-                {"num_dims": len(want), "new_shape": [0 if d is None else d for d in size], "flags": 0}), \
-            want, tuple(d is None for d in size)
+        return _view_node(part.attrs["size"], dims, dyn)
     if dyn is None:
         raise CannotMerge(f"{op} of {list(dims)}: which dims change at run time is not known")
     if op == "squeeze":
-        gone = [d for d in part.attrs["dims"] if d < len(dims) and dims[d] == 1 and not dyn[d]]
-        if any(d < len(dims) and (dyn[d] or dims[d] == 1) and d not in gone for d in part.attrs["dims"]):
-            raise CannotMerge(f"squeeze {list(part.attrs['dims'])} of {list(dims)}: a dim that changes at run time")
-        want = tuple(d for a, d in enumerate(dims) if a not in gone)
-        left = tuple(f for a, f in enumerate(dyn) if a not in gone)
-        if sum(left) > 1:
-            raise CannotMerge(f"squeeze of {list(dims)}: more than one dim changes at run time")
-        return (_KIND["StaticReshape"], "StaticReshape",
-                {"num_dims": len(want), "new_shape": [0 if f else d for d, f in zip(want, left)], "flags": 0}), \
-            want, left
-    # slice along a fixed dim, step 1
-    d = part.attrs["dim"]
+        return _squeeze_node(part.attrs["dims"], dims, dyn)
+    return _slice_node(part.attrs, dims, dyn)
+
+
+def _mean_node(attrs: dict, dims: tuple, out_shape: tuple) -> tuple:
+    axes, keep = attrs["axes"], attrs["keepdim"]
+    if any(a >= len(dims) for a in axes):
+        raise CannotMerge(f"mean over {list(axes)} of {list(dims)}")
+    want = tuple(1 if a in axes else d for a, d in enumerate(dims)) if keep else \
+        tuple(d for a, d in enumerate(dims) if a not in axes)
+    if want != out_shape:
+        raise CannotMerge(f"mean over {list(axes)} of {list(dims)} does not give {list(out_shape)}")
+    return (G.MEAN, "Mean", {"axes": axes, "keepdim": keep}), want, None
+
+
+def _reshape(new_shape: list) -> tuple:
+    return _KIND["StaticReshape"], "StaticReshape", {"num_dims": len(new_shape), "new_shape": new_shape, "flags": 0}
+
+
+def _view_node(size: tuple, dims: tuple, dyn) -> tuple:
+    """A view or reshape to ``size`` (None: the one dim the run-time size decides)."""
+    known = math.prod(d for d in size if d is not None)
+    if None in size:
+        if known == 0 or math.prod(dims) % known:
+            raise CannotMerge(f"view {list(size)} of {list(dims)}")
+        want = tuple(math.prod(dims) // known if d is None else d for d in size)
+    else:
+        want = tuple(size)
+    if math.prod(want) != math.prod(dims) or (dyn is None or any(dyn)) and None not in size:
+        raise CannotMerge(f"view {list(size)} of {list(dims)}" + ("" if math.prod(want) == math.prod(dims)
+                                                                 else ": the sizes differ"))
+    if dyn is not None and not any(dyn):  # a static source: every size is known
+        return _reshape(list(want)), want, (False,) * len(want)
+    return _reshape([0 if d is None else d for d in size]), want, tuple(d is None for d in size)
+
+
+def _squeeze_node(squeezed: tuple, dims: tuple, dyn: tuple) -> tuple:
+    gone = [d for d in squeezed if d < len(dims) and dims[d] == 1 and not dyn[d]]
+    if any(d < len(dims) and (dyn[d] or dims[d] == 1) and d not in gone for d in squeezed):
+        raise CannotMerge(f"squeeze {list(squeezed)} of {list(dims)}: a dim that changes at run time")
+    want = tuple(d for a, d in enumerate(dims) if a not in gone)
+    left = tuple(f for a, f in enumerate(dyn) if a not in gone)
+    if sum(left) > 1:
+        raise CannotMerge(f"squeeze of {list(dims)}: more than one dim changes at run time")
+    return _reshape([0 if f else d for d, f in zip(want, left)]), want, left
+
+
+def _slice_node(attrs: dict, dims: tuple, dyn: tuple) -> tuple:
+    """A slice along a fixed dim, step 1."""
+    d = attrs["dim"]
     if d >= len(dims) or dyn[d]:
         raise CannotMerge(f"slice along dim {d} of {list(dims)}")
     n = dims[d]
-    start, end = part.attrs["start"], part.attrs["end"]
+    start, end = attrs["start"], attrs["end"]
     start = 0 if start is None else start + n if start < 0 else start
     end = n if end is None else end + n if end < 0 else end
     start, end = min(max(start, 0), n), min(max(end, start), n)
