@@ -309,7 +309,7 @@ def test_graphs_sharing_an_interpreter_stay_steady_when_another_is_resized():
     batch = L.Batch()
     plans = [L.pending(g, 2, lambda g=g: compile_graph(g), None, batch) for g in graphs]
     batch.finish()
-    assert plans[0]._interp is plans[1]._interp and plans[0]._sub != plans[1]._sub
+    assert plans[0]._interp is plans[1]._interp and plans[0]._sub.k != plans[1]._sub.k
     ios = [(out_tensor((4, 32), F32, capacity=(256, 32)), out_tensor((4, 16), F32, capacity=(256, 16)))
            for _ in plans]
     for step in range(4):
@@ -626,7 +626,7 @@ def two_threads():
 @needs_litert
 @pytest.mark.parametrize("k,n,threads", [(64, 64, 1), (250, 399, 1), (250, 400, 2), (2048, 2048, 2)])
 def test_a_delegate_of_small_layers_runs_on_one_thread(two_threads, k, n, threads):
-    # threads.LITERT_MIN_NODE_WORK: 100,000 multiply-adds per node on average
+    # LITERT_MIN_NODE_WORK (pterun.delegates.xnnpack): 100,000 multiply-adds per node on average
     blob, named = _fc_graph(k, n).blob("named")
     plan = load(blob, named, "litert")
     assert (plan.engine, plan.num_threads) == ("litert", threads)

@@ -57,7 +57,7 @@ def test_a_batch_builds_one_interpreter_and_a_graph_xnnpack_does_not_take_runs_o
     assert all(p._invoke is None for p in plans)  # nothing built before the method has all its graphs
     batch.finish()
     a, b, c = plans
-    assert (a.engine, a._sub, c.engine, c._sub) == ("litert", 0, "litert", 2) and a._interp is c._interp
+    assert (a.engine, a._sub.k, c.engine, c._sub.k) == ("litert", 0, "litert", 2) and a._interp is c._interp
     assert (b.engine, b.engine_reason) == ("numpy", "LiteRT's XNNPACK delegate did not take SLICE; LiteRT's "
                                                     "builtin kernels round differently from XNNPACK")
     assert a._lock is c._lock  # one interpreter runs one subgraph at a time
@@ -132,7 +132,7 @@ def test_a_method_on_two_threads_shares_one_interpreter_and_keeps_its_numbers():
     one = Runtime(num_threads=1, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")
     grouped = [p for p in _litert_plans(two) if p.num_threads == 2]
     assert len(grouped) == 2 and grouped[0]._interp is grouped[1]._interp
-    assert sorted(p._sub for p in grouped) == [0, 1]
+    assert sorted(p._sub.k for p in grouped) == [0, 1]
     assert all(p._interp is not grouped[0]._interp for p in _litert_plans(one))  # one thread: no pool to share
     for a, b in zip(_decode(one), _decode(two)):
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()

@@ -11,6 +11,7 @@ import pytest
 
 from fixtures_util import FIXTURES, load_calls
 from pterun import Runtime, threads
+from pterun.delegates import xnnpack
 
 try:
     import ai_edge_litert  # noqa: F401
@@ -120,7 +121,7 @@ def test_use_threads_is_per_thread_and_returns_the_previous(default_two):
 
 @pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
 def test_litert_takes_the_loading_runtimes_count(monkeypatch, default_two):
-    monkeypatch.setattr(threads, "LITERT_MIN_NODE_WORK", 0)  # the fixture's nodes are small: never fall to 1
+    monkeypatch.setattr(xnnpack, "LITERT_MIN_NODE_WORK", 0)  # the fixture's nodes are small: never fall to 1
     for n in (1, 3):
         method = Runtime(num_threads=n, engine="litert").load_program(FIXTURES / "xnn_mlp_dynamic.pte") \
             .load_method("forward")

@@ -143,13 +143,6 @@ SPLIT_MACS = 8_000_000
 SPLIT_GEMV = 1_000_000
 SPLIT_TAPS = 3_000_000
 SPLIT_MIN_ROWS = 64
-# An XNNPACK delegate whose nodes average less work than this (multiply-adds of a convolution or matrix product,
-# elements of any other node) runs its LiteRT interpreter on one thread: waking a second thread for each small
-# node costs more than it saves. Measured on 2 cores (LiteRT 2.3): the 7-delegate transformer fixture (nodes of
-# 0.5k-22k) 0.18 ms on 1 thread, 0.25-0.39 on 2; a stack of 8da4w linears at one row (880k) 0.9 -> 0.46 ms on 2;
-# the MobileNetV2 fixture (71k) 0.166 -> 0.134 ms on 2 when the machine is idle, but 1.25x slower on 2 than on 1
-# when two copies share the 2 cores (tools/thread_defaults.py), so it stays on one.
-LITERT_MIN_NODE_WORK = 100_000
 
 _width: int | None = None  # the process default: threads a split operation may use, the calling thread included
 # (None: not resolved yet)

@@ -49,12 +49,11 @@ class Folder:
         the Tensor object, not its array). Records where each tensor is read and written, for
         :meth:`_arena_unshared`.
         """
-        plan, tags, values, fp = self.plan, self.tags, self.values, self
+        plan, fp = self.plan, self
         from pterun.kernels import KERNELS
         reads, writes = fp.reads, fp.writes
         exposed: set[int] = set()
         written_by = {}
-        lists = (TENSOR_LIST, OPT_TENSOR_LIST)
         pos = 0
         for ci, chain in enumerate(plan.chains):
             for pc, ins in enumerate(chain):
@@ -63,39 +62,14 @@ class Folder:
                 kind = ins.kind
                 kernel = KERNELS[plan.operators[ins.op_index]] if kind == KERNEL_CALL else None
                 if kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
-                    slots = set(ins.args if kind != MOVE_CALL else (ins.move_from, ins.move_to))
-                    slots.update(j for i in tuple(slots) if tags[i] in lists for j in values[i] if j >= 0)
+                    slots = self._members(ins.args if kind != MOVE_CALL else (ins.move_from, ins.move_to))
                     exposed.update(slots)
                     for j in slots:  # these may write too; counting only reads is the cautious side
                         reads.setdefault(j, []).append(pos)
-                if kernel is None or kernel.raw:
-                    continue
-                b = ins.args
-                written, outs_only = [], True
-                for arg, vi in zip(kernel.schema.args, b):
-                    tag = tags[vi]
-                    if tag == TENSOR:
-                        slots = (vi,)
-                    elif tag in lists:
-                        slots = [j for j in values[vi] if j >= 0 and tags[j] == TENSOR]
-                    elif arg.mutable:
-                        outs_only = False
-                        continue
-                    else:
-                        continue
-                    if arg.mutable:
-                        written.extend(slots)
-                        for j in slots:
-                            writes.setdefault(j, []).append(pos)
-                        if arg.kwarg_only:
-                            continue
-                        outs_only = False  # an in-place update (self!) reads what it writes
-                    for j in slots:
-                        reads.setdefault(j, []).append(pos)
-                if len(b) == len(kernel.schema.args) + 1 and not kernel.schema.mutable and tags[b[-1]] == TENSOR:
-                    writes.setdefault(b[-1], []).append(pos)  # a functional op's return slot (allclose.Tensor)
-                if outs_only and written:
-                    written_by[(ci, pc)] = written
+                elif kernel is not None:
+                    written = self._note_kernel(kernel, ins.args, pos)
+                    if written:
+                        written_by[(ci, pc)] = written
         # what a call leaves behind is read after its last instruction: outputs, and state kept across calls
         for j in plan.outputs:
             reads.setdefault(j, []).append(pos + 1)
@@ -111,6 +85,42 @@ class Folder:
                     and d.memory_id in (None, 1))  # ids >= 2 hold state other methods share
         fp.candidates = {at: w for at, w in written_by.items() if all(detachable(j, fp.position[at]) for j in w)}
 
+    def _members(self, slots) -> set:
+        """``slots`` with the members of the tensor lists among them."""
+        tags, values = self.tags, self.values
+        out = set(slots)
+        out.update(j for i in tuple(out) if tags[i] in (TENSOR_LIST, OPT_TENSOR_LIST) for j in values[i] if j >= 0)
+        return out
+
+    def _note_kernel(self, kernel, b: tuple, pos: int) -> list | None:
+        """Note where a kernel with a schema at position ``pos`` reads and writes; the tensors it writes when it
+        writes only out arguments (a candidate to fold), else None."""
+        tags, values, reads, writes = self.tags, self.values, self.reads, self.writes
+        written, outs_only = [], True
+        for arg, vi in zip(kernel.schema.args, b):
+            tag = tags[vi]
+            if tag == TENSOR:
+                slots = (vi,)
+            elif tag in (TENSOR_LIST, OPT_TENSOR_LIST):
+                slots = [j for j in values[vi] if j >= 0 and tags[j] == TENSOR]
+            elif arg.mutable:
+                outs_only = False
+                continue
+            else:
+                continue
+            if arg.mutable:
+                written.extend(slots)
+                for j in slots:
+                    writes.setdefault(j, []).append(pos)
+                if arg.kwarg_only:
+                    continue
+                outs_only = False  # an in-place update (self!) reads what it writes
+            for j in slots:
+                reads.setdefault(j, []).append(pos)
+        if len(b) == len(kernel.schema.args) + 1 and not kernel.schema.mutable and tags[b[-1]] == TENSOR:
+            writes.setdefault(b[-1], []).append(pos)  # a functional op's return slot (allclose.Tensor)
+        return written if outs_only and written else None
+
     def fold(self, kernel, args: tuple, ci: int, pc: int) -> bool:
         """Compute instruction ``pc`` now if its inputs are constants; False leaves it to run as a step.
 
@@ -119,16 +129,9 @@ class Folder:
         tensor's own memory, within the method's budget. Any failure here is silent: the step then raises the
         same error when it runs, with the usual context.
         """
-        if kernel.raw or not kernel.foldable or not kernel.schema.mutable:
+        if kernel.raw or not kernel.foldable or not kernel.schema.mutable or not self._inputs_constant(kernel, args):
             return False
-        values, tags, fp = self.values, self.tags, self
-        schema = kernel.schema
-        for arg, vi in zip(schema.args, args):
-            if arg.mutable:
-                continue
-            items = values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,)
-            if any(j >= 0 and tags[j] == TENSOR and j not in fp.constants for j in items):
-                return False
+        fp, values = self, self.values
         if fp.candidates is None:
             fp.candidates = {}  # stays empty if the analysis fails: folding is an optimization, never a load error
             try:
@@ -143,52 +146,69 @@ class Folder:
             return False
         if not self._arena_unshared(written, fp.position[(ci, pc)]):
             return False
-        fresh = {j: values[j].detached() for j in written}
         self.binder.where = f"{self.where}: instruction {pc} ({kernel.name})"
         try:
-            call, sources = [], []
-            for arg, vi in zip(schema.args, args):
-                if arg.mutable:
-                    call.append(fresh[vi].array if tags[vi] == TENSOR else [fresh[j].array for j in values[vi]])
-                    continue
-                is_dyn, v = self.binder.bind(arg, vi)
-                if is_dyn:
-                    return False
-                call.append(v)
-                sources.extend(x for x in (v if isinstance(v, list) else (v,)) if isinstance(x, np.ndarray))
-            with np.errstate(all="ignore"):
-                results = kernel.fn(*call)
-            if len(schema.mutable) == 1:
-                results = (results,)
-            contents = {}
-            for m, r in zip(schema.mutable, results, strict=True):
-                vi = args[m]
-                if tags[vi] == TENSOR:
-                    contents[vi] = r
-                else:
-                    contents.update(zip(values[vi], [None] * len(values[vi]) if r is None else r, strict=True))
-            final, copied = {}, 0
-            for j, r in contents.items():
-                own = fresh[j].array
-                if isinstance(r, np.ndarray) and r.dtype == own.dtype and r.shape == own.shape and \
-                        any(np.may_share_memory(r, src) for src in sources):
-                    final[j] = r  # a view of a constant: no copy, no new memory
-                    continue
-                if r is not None and r is not own:
-                    fresh[j].write(r)  # as the interpreter would store the result: cast, shape checked
-                final[j] = own
-                copied += own.nbytes
+            got = self._compute(kernel, args, {j: values[j].detached() for j in written})
         except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
             logger().debug("%s: not folding instruction %d (%s): %s: %s", self.where, pc, kernel.name,
                            type(e).__name__, e)
             return False
-        if copied > fp.budget:
+        if got is None or got[1] > fp.budget:
             return False
+        final, copied = got
         fp.budget -= copied
         for j, array in final.items():
             values[j].freeze(array)
             fp.constants.add(j)
         return True
+
+    def _inputs_constant(self, kernel, args: tuple) -> bool:
+        values, tags = self.values, self.tags
+        for arg, vi in zip(kernel.schema.args, args):
+            if arg.mutable:
+                continue
+            items = values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,)
+            if any(j >= 0 and tags[j] == TENSOR and j not in self.constants for j in items):
+                return False
+        return True
+
+    def _compute(self, kernel, args: tuple, fresh: dict) -> tuple[dict, int] | None:
+        """Run the kernel into ``fresh`` tensors: ({slot: the array it holds from now on}, bytes copied), or None
+        where an argument is known only at run time. A result that is a view of a constant stays that view."""
+        values, tags, schema = self.values, self.tags, kernel.schema
+        call, sources = [], []
+        for arg, vi in zip(schema.args, args):
+            if arg.mutable:
+                call.append(fresh[vi].array if tags[vi] == TENSOR else [fresh[j].array for j in values[vi]])
+                continue
+            is_dyn, v = self.binder.bind(arg, vi)
+            if is_dyn:
+                return None
+            call.append(v)
+            sources.extend(x for x in (v if isinstance(v, list) else (v,)) if isinstance(x, np.ndarray))
+        with np.errstate(all="ignore"):
+            results = kernel.fn(*call)
+        if len(schema.mutable) == 1:
+            results = (results,)
+        contents = {}
+        for m, r in zip(schema.mutable, results, strict=True):
+            vi = args[m]
+            if tags[vi] == TENSOR:
+                contents[vi] = r
+            else:
+                contents.update(zip(values[vi], [None] * len(values[vi]) if r is None else r, strict=True))
+        final, copied = {}, 0
+        for j, r in contents.items():
+            own = fresh[j].array
+            if isinstance(r, np.ndarray) and r.dtype == own.dtype and r.shape == own.shape and \
+                    any(np.may_share_memory(r, src) for src in sources):
+                final[j] = r  # a view of a constant: no copy, no new memory
+                continue
+            if r is not None and r is not own:
+                fresh[j].write(r)  # as the interpreter would store the result: cast, shape checked
+            final[j] = own
+            copied += own.nbytes
+        return final, copied
 
     def _arena_unshared(self, written: list[int], at: int) -> bool:
         """Whether no other tensor expects the outputs of the instruction at position ``at`` in the arena.

@@ -93,11 +93,20 @@ def engine_for(graph: Graph, engine: str = "auto") -> tuple[str, str | None]:
     return ("litert", None) if plan is not None else ("numpy", reason)
 
 
+# An XNNPACK delegate whose nodes average less work than this (multiply-adds of a convolution or matrix product,
+# elements of any other node) runs its LiteRT interpreter on one thread: waking a second thread for each small
+# node costs more than it saves. Measured on 2 cores (LiteRT 2.3): the 7-delegate transformer fixture (nodes of
+# 0.5k-22k) 0.18 ms on 1 thread, 0.25-0.39 on 2; a stack of 8da4w linears at one row (880k) 0.9 -> 0.46 ms on 2;
+# the MobileNetV2 fixture (71k) 0.166 -> 0.134 ms on 2 when the machine is idle, but 1.25x slower on 2 than on 1
+# when two copies share the 2 cores (tools/thread_defaults.py), so it stays on one.
+LITERT_MIN_NODE_WORK = 100_000
+
+
 def litert_threads(graph: Graph, num_threads: int | None = None) -> int:
     """The Runtime's thread count (``num_threads``; None: :func:`pterun.threads.num_threads`), or 1 for a graph
-    of small nodes (:data:`pterun.threads.LITERT_MIN_NODE_WORK`)."""
+    of small nodes (:data:`LITERT_MIN_NODE_WORK`)."""
     n = threads.num_threads() if num_threads is None else num_threads
-    return 1 if n > 1 and graph.work_per_node() < threads.LITERT_MIN_NODE_WORK else n
+    return 1 if n > 1 and graph.work_per_node() < LITERT_MIN_NODE_WORK else n
 
 
 def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None, batch=None):

@@ -27,6 +27,7 @@ import numpy as np
 from pterun._log import logger
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
+from pterun.delegates.xnnpack.litert_engine.adapter import Subgraph, ops_details
 from pterun.delegates.xnnpack.litert_engine.env import (Unavailable, Unsupported, available, capture_native_stderr,
                                                         modules)
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
@@ -84,12 +85,9 @@ class LiteRTPlan:
         self._model = model  # the interpreter reads its constants from these bytes
         self._shapes = dict(shapes) if shapes is not None else {
             t: tuple(int(d) for d in v.dims) for (_, t, _), v in zip(self.inputs, self._graph.inputs)}
-        self._sub = k = 0 if sub is None else sub
-        # the wrapper's own calls, with the subgraph: LiteRT's public ones address subgraph 0 only, and its public
-        # invoke refuses to run while arrays over the interpreter's memory exist (the steady state keeps some)
-        wr = interp._interpreter
-        self._set, self._invoke = (lambda t, a: wr.SetTensor(t, a, k)), (lambda: wr.Invoke(k))
-        self._views = {t: (lambda t=t: wr.tensor(wr, t, k)) for _, t in self.outputs}
+        self._sub = Subgraph(interp, 0 if sub is None else sub)  # see .adapter: LiteRT's API past subgraph 0
+        self._set, self._invoke = self._sub.setter(), self._sub.invoker()
+        self._views = {t: self._sub.viewer(t) for _, t in self.outputs}
         if sub is not None:
             self._lock = lock
         self._seen = None  # the input tensors of the last call, when their arrays could be passed as they are
@@ -116,37 +114,9 @@ class LiteRTPlan:
 
     def execute(self, args: list) -> None:
         st = self._steady
-        if st is not None:  # the steady state (see _settle): the same tensors and arrays as the last call
-            tin, ain, pin, tout, aout, pout = st
-            try:
-                x, y = self._get_ins(args), self._get_outs(args)
-            except IndexError:  # reported below
-                x = y = None
-            if x is not None and all(map(operator.is_, x, tin)) and all(map(operator.is_, y, tout)) and \
-                    all(map(operator.is_, map(_ARRAY, x), ain)) and all(map(operator.is_, map(_ARRAY, y), aout)):
-                with self._lock:
-                    if self._steady is st:  # nothing resized this interpreter meanwhile
-                        for dst, src in pin:
-                            np.copyto(dst, src)
-                        try:
-                            self._invoke()
-                        except (ValueError, RuntimeError) as e:
-                            raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
-                        for dst, src in pout:
-                            np.copyto(dst, src, casting="unsafe")
-                        return
-        try:
-            tensors = [args[ext] for ext, _, _ in self.inputs]
-        except IndexError:
-            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
-        seen = self._seen
-        if seen is not None and all(map(operator.is_, tensors, seen)):  # the same tensors as last time: their
-            # dtype and dim order were checked then
-            arrays = [(t, x.array) for (_, t, _), x in zip(self.inputs, tensors)]
-        else:
-            arrays = [(t, input_array(args, ext, dt)) for ext, t, dt in self.inputs]
-            plain = all(a is x.array for (_, a), x in zip(arrays, tensors))  # no transposed view was needed
-            self._seen = tensors if plain else None
+        if st is not None and self._steady_call(st, args):  # the same tensors and arrays as the last call
+            return
+        arrays = self._input_arrays(args)
         with self._lock:
             if self._numpy is not None:
                 return self._numpy.execute(args)
@@ -155,23 +125,8 @@ class LiteRTPlan:
                     self._rebuild()
                 except Unsupported as e:
                     raise DelegateError(f"XNNPACK delegate (LiteRT engine) in a forked process: {e}") from None
-            resized = False
-            shapes = self._shapes
             try:
-                for k, (t, a) in enumerate(arrays):
-                    if a.shape != shapes[t]:
-                        if _unit_dims_only(a.shape, shapes[t]):  # a 0-D scalar for a [1] value: the same
-                            # bytes, and resizing would have LiteRT prepare XNNPACK again, which then adds
-                            # convolution biases after the sums instead of starting from them as ExecuTorch does
-                            arrays[k] = (t, a.reshape(shapes[t]))
-                            continue
-                        if self.fixed_shape:
-                            raise Unsupported(f"input shape {list(a.shape)}: the model's SAME pool padding "
-                                              f"equals the graph's padding only at {list(shapes[t])}")
-                        self._resize(t, a.shape)
-                        resized = True
-                if resized:
-                    self._reallocate()
+                arrays = self._fit(arrays)
             except Unsupported as e:
                 if self._fallback is None:
                     raise DelegateError(f"XNNPACK delegate (LiteRT engine): {e}") from None
@@ -182,22 +137,86 @@ class LiteRTPlan:
                     if a.flags.c_contiguous:
                         self._set(t, a)
                     else:  # e.g. a channels-last input: one strided copy into LiteRT's buffer
-                        wr = self._interp._interpreter
-                        wr.tensor(wr, t, self._sub)[...] = a
+                        self._sub.tensor(t)[...] = a
                 self._invoke()
             except (ValueError, RuntimeError) as e:
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
-            direct = True
-            for ext, t in self.outputs:
-                got, dest = self._views[t](), args[ext]
-                a = getattr(dest, "array", None)
-                if a is not None and a.shape == got.shape and dest.dim_order == _ORDERS[a.ndim]:
-                    np.copyto(a, got, casting="unsafe")  # the common case, without write_output's checks
-                else:
-                    write_output(args, ext, got)
-                    direct = False
-            if direct and self._seen is not None and all(a.flags.c_contiguous for _, a in arrays):
+            if self._copy_out(args) and self._seen is not None and all(a.flags.c_contiguous for _, a in arrays):
                 self._settle(args)
+
+    def _steady_call(self, st: tuple, args: list) -> bool:
+        """Copy in, invoke and copy out where ``args`` bring the very tensors and arrays the steady state ``st``
+        was made for; False (nothing done) otherwise."""
+        tin, ain, pin, tout, aout, pout = st
+        try:
+            x, y = self._get_ins(args), self._get_outs(args)
+        except IndexError:  # reported by the checked path
+            return False
+        if not (all(map(operator.is_, x, tin)) and all(map(operator.is_, y, tout)) and
+                all(map(operator.is_, map(_ARRAY, x), ain)) and all(map(operator.is_, map(_ARRAY, y), aout))):
+            return False
+        with self._lock:
+            if self._steady is not st:  # something resized this interpreter meanwhile
+                return False
+            for dst, src in pin:
+                np.copyto(dst, src)
+            try:
+                self._invoke()
+            except (ValueError, RuntimeError) as e:
+                raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
+            for dst, src in pout:
+                np.copyto(dst, src, casting="unsafe")
+        return True
+
+    def _input_arrays(self, args: list) -> list:
+        """(tensor index, array) of each input, its dtype and dim order checked (once for the same tensors)."""
+        try:
+            tensors = [args[ext] for ext, _, _ in self.inputs]
+        except IndexError:
+            raise DelegateError(f"XNNPACK delegate expects {self.arity} arguments, got {len(args)}") from None
+        seen = self._seen
+        if seen is not None and all(map(operator.is_, tensors, seen)):  # the same tensors as last time: their
+            # dtype and dim order were checked then
+            return [(t, x.array) for (_, t, _), x in zip(self.inputs, tensors)]
+        arrays = [(t, input_array(args, ext, dt)) for ext, t, dt in self.inputs]
+        plain = all(a is x.array for (_, a), x in zip(arrays, tensors))  # no transposed view was needed
+        self._seen = tensors if plain else None
+        return arrays
+
+    def _fit(self, arrays: list) -> list:
+        """The arrays as the interpreter takes them, resizing it where a call brings new input shapes; raises
+        Unsupported for a shape this model cannot take."""
+        shapes, resized = self._shapes, False
+        for k, (t, a) in enumerate(arrays):
+            if a.shape == shapes[t]:
+                continue
+            if _unit_dims_only(a.shape, shapes[t]):  # a 0-D scalar for a [1] value: the same bytes, and resizing
+                # would have LiteRT prepare XNNPACK again, which then adds convolution biases after the sums
+                # instead of starting from them as ExecuTorch does
+                arrays[k] = (t, a.reshape(shapes[t]))
+                continue
+            if self.fixed_shape:
+                raise Unsupported(f"input shape {list(a.shape)}: the model's SAME pool padding equals the graph's "
+                                  f"padding only at {list(shapes[t])}")
+            self._resize(t, a.shape)
+            resized = True
+        if resized:
+            self._reallocate()
+        return arrays
+
+    def _copy_out(self, args: list) -> bool:
+        """Copy each output into its DelegateCall tensor; whether every one went the direct way (same shape, plain
+        dim order), which the steady state needs."""
+        direct = True
+        for ext, t in self.outputs:
+            got, dest = self._views[t](), args[ext]
+            a = getattr(dest, "array", None)
+            if a is not None and a.shape == got.shape and dest.dim_order == _ORDERS[a.ndim]:
+                np.copyto(a, got, casting="unsafe")  # the common case, without write_output's checks
+            else:
+                write_output(args, ext, got)
+                direct = False
+        return direct
 
     def _settle(self, args: list) -> None:
         """Keep what the next call needs if it brings the same tensors, with the same arrays: arrays over this
@@ -205,11 +224,10 @@ class LiteRTPlan:
         copies out, with no check to repeat (the shapes and dtypes were checked with these very arrays). Arrays
         over the interpreter's memory stay valid until its subgraph is resized (each subgraph has memory of its
         own), so every resize drops the steady state first."""
-        wr, k = self._interp._interpreter, self._sub
         x, y = self._get_ins(args), self._get_outs(args)
         pin = []
         for (_, t, _), a in zip(self.inputs, x):
-            view = wr.tensor(wr, t, k)
+            view = self._sub.tensor(t)
             pin.append((view, a.array.reshape(view.shape)))  # a 0-D scalar for a [1] value: see execute
         pout = tuple((a.array, self._views[t]()) for (_, t), a in zip(self.outputs, y))
         self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout)
@@ -217,7 +235,7 @@ class LiteRTPlan:
     def _resize(self, t: int, shape: tuple) -> None:
         self._steady = None
         try:
-            self._interp._interpreter.ResizeInputTensor(t, np.array(shape, np.int32), False, self._sub)
+            self._sub.resize(t, shape)
         except (ValueError, RuntimeError) as e:
             raise Unsupported(f"LiteRT cannot resize an input to {list(shape)}: {str(e).strip()[:200]}") from e
         self._shapes[t] = tuple(shape)
@@ -226,7 +244,7 @@ class LiteRTPlan:
         self._steady = None
         try:
             with capture_native_stderr():
-                self._interp._interpreter.AllocateTensors(self._sub)
+                self._sub.allocate()
         except (ValueError, RuntimeError) as e:
             raise Unsupported(f"LiteRT cannot reshape the graph: {str(e).strip()[:200]}") from e
 
@@ -322,12 +340,12 @@ def _build_group(plans: list) -> None:
         with capture_native_stderr():
             interp = Interpreter(model_content=model, num_threads=max(int(plans[0].num_threads), 1))
             _INTERPRETERS.add(interp)
-            wr = interp._interpreter
-            for k, p in enumerate(plans):
+            subs = [Subgraph(interp, k) for k in range(len(plans))]
+            for sub, p in zip(subs, plans):
                 for t, dims in p._pending[1].items():
-                    wr.ResizeInputTensor(t, np.array(dims, np.int32), False, k)
-            for k in range(len(plans)):
-                wr.AllocateTensors(k)
+                    sub.resize(t, dims)
+            for sub in subs:
+                sub.allocate()
     except Exception as e:  # LiteRT refused the joined model: each graph on its own, as without a Batch
         logger().debug("LiteRT engine: %d graphs not joined (%s: %s); built one by one", len(plans),
                        type(e).__name__, str(e)[:200])
@@ -339,7 +357,7 @@ def _build_group(plans: list) -> None:
         shapes = p._pending[2]
         p._pending = None
         p._use(interp, model, shapes, sub=k, lock=lock)
-        left = _in_arena(wr, k, part)
+        left = _in_arena(subs[k], part)
         if left:
             p._switch_to_numpy(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
                                "round differently from XNNPACK")
@@ -348,7 +366,7 @@ def _build_group(plans: list) -> None:
                    "the model given back", len(plans), from_file, given)
 
 
-def _in_arena(wr, k: int, part) -> list[str]:
+def _in_arena(sub: Subgraph, part) -> list[str]:
     """The operators of subgraph ``k`` that XNNPACK left to LiteRT's builtin kernels: LiteRT's Python lists the
     nodes of subgraph 0 only, but what XNNPACK runs never reaches LiteRT's arena, so an intermediate tensor with
     memory there is one a builtin kernel reads or writes."""
@@ -358,7 +376,7 @@ def _in_arena(wr, k: int, part) -> list[str]:
         if t.buffer or i in ends:
             continue
         try:
-            wr.tensor(wr, i, k)
+            sub.tensor(i)
         except ValueError:  # "Tensor data is null": never allocated, XNNPACK's own
             continue
         held.append(i)
@@ -410,7 +428,7 @@ def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
                 for t, dims in resize.items():
                     interp.resize_tensor_input(t, list(dims))
                 interp.allocate_tensors()
-                ops = interp._get_ops_details()
+                ops = ops_details(interp)
             break
         except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
             if attempt:
