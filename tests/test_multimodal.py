@@ -432,3 +432,44 @@ def test_multimodal_generation_never_imports_torch(tmp_path, rec):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("OK")
+
+
+# ==============================================================================================================
+# tekken.json (Mistral's tokenizer: Voxtral, Pixtral ...), against ExecuTorch's own Tekken tokenizer
+# ==============================================================================================================
+TEKKEN = json.loads((MM / "manifest.json").read_text(encoding="utf-8"))["tekken"]
+
+
+def test_tekken_encodes_as_executorch_does():
+    needs("tiktoken")
+    from pterun.llm.tokenizer import StreamDecoder, TekkenTokenizer, load_tokenizer
+    tok = load_tokenizer(MM / "tekken.json")
+    assert type(tok) is TekkenTokenizer
+    assert (tok.bos_id, tok.eos_id, tok.vocab_size) == (TEKKEN["bos_id"], TEKKEN["eos_id"], TEKKEN["vocab_size"])
+    assert tok.special_ids == frozenset(range(TEKKEN["num_special"]))
+    for case in TEKKEN["cases"]:
+        ids = case["ids_bos_eos"]
+        assert tok.encode(case["text"], bos=1, eos=1) == ids, case["text"]
+        for i, piece in zip(ids, case["pieces"], strict=True):
+            if piece is not None and i not in tok.special_ids:  # pterun never shows a special token as text
+                assert tok.decode([i]) == piece
+        assert tok.decode(ids) == case["text"].replace("<s>", "").replace("[INST]", "")
+    assert tok.token_to_id("[INST]") == 3 and tok.token_to_id("<SPECIAL_31>") == 31
+    assert tok.token_to_id("Hello") == tok.encode("Hello")[0] and tok.token_to_id("no such token") is None
+    text = "Ωμέγα 😀 ξ ÿ"  # unseen in training: each character spread over byte tokens
+    ids = tok.encode(text)
+    assert any("\ufffd" in tok.decode([i]) for i in ids)
+    dec = StreamDecoder(tok)
+    assert "".join([dec.push(i) for i in ids] + [dec.flush()]) == text
+
+
+def test_tekken_errors(tmp_path, monkeypatch):
+    needs("tiktoken")
+    from pterun.llm.tokenizer import load_tokenizer
+    bad = tmp_path / "tekken.json"
+    bad.write_text('{"config": {"default_num_special_tokens": 3, "num_vocab_tokens": 4}, "vocab": 5}')
+    with pytest.raises(ValueError, match="not a tekken.json pterun can read"):
+        load_tokenizer(bad)
+    monkeypatch.setitem(sys.modules, "tiktoken", None)
+    with pytest.raises(ImportError, match="reading a Mistral tekken.json needs the 'tiktoken' package"):
+        load_tokenizer(MM / "tekken.json")

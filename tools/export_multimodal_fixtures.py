@@ -424,6 +424,14 @@ def _bytes_to_unicode() -> dict:
     return {b: chr(c) for b, c in zip(bs, cs, strict=True)}
 
 
+def _piece(et, token: int):
+    """ExecuTorch's text for one token, or None where it is part of a character (not valid UTF-8 alone)."""
+    try:
+        return et.decode(token, False)
+    except UnicodeDecodeError:
+        return None
+
+
 def build_tekken(work: Path) -> None:
     from pytorch_tokenizers.pytorch_tokenizers_cpp import Tekken
     path = OUT / "tekken.json"
@@ -433,8 +441,7 @@ def build_tekken(work: Path) -> None:
     cases = []
     for text in TEKKEN_TEXTS + ["", "zzz qqq xyzzy ÿ"]:
         ids = list(et.encode(text, 1, 1))
-        pieces = [et.decode(i, False) for i in ids]
-        cases.append({"text": text, "ids_bos_eos": ids, "pieces": pieces})
+        cases.append({"text": text, "ids_bos_eos": ids, "pieces": [_piece(et, i) for i in ids]})
     update_manifest("tekken", {"bos_id": et.bos_tok(), "eos_id": et.eos_tok(), "vocab_size": et.vocab_size(),
                                "num_special": TEKKEN_NUM_SPECIAL, "cases": cases})
     print(f"tekken: vocab {et.vocab_size()}, bos {et.bos_tok()}, eos {et.eos_tok()}; {cases[2]['ids_bos_eos']}")

@@ -188,8 +188,8 @@ class SentencePieceTokenizer(Tokenizer):
 class TekkenTokenizer(Tokenizer):
     """A Mistral ``tekken.json`` through ``tiktoken``: ``default_num_special_tokens`` special tokens take the first
     ids (named by ``special_tokens``, the rest ``<SPECIAL_i>``), then the BPE vocabulary, cut to
-    ``default_vocab_size``, split by ``config.pattern``. Text never encodes to a special token, as in Mistral's
-    tokenizer and ExecuTorch's."""
+    ``default_vocab_size``, split by ``config.pattern``. A special token's name in the text (``[INST]``,
+    ``[BEGIN_AUDIO]``) becomes its id, as ExecuTorch's Tekken tokenizer does (runners write prompts that way)."""
 
     _V1_SPECIALS = ("<unk>", "<s>", "</s>")  # files without a special_tokens list
 
@@ -215,6 +215,9 @@ class TekkenTokenizer(Tokenizer):
                                       special_tokens={})
         self._n_special = n_special
         self._special = {t: i for i, t in enumerate(names)}
+        # longest names first, so that a name containing another is matched whole
+        self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(self._special, key=len, reverse=True))
+                                 + ")") if self._special else None
         self.vocab_size = n_special + len(ranks)
         self.special_ids = frozenset(range(n_special))
         self.bos_id = self._special.get("<s>")
@@ -222,7 +225,13 @@ class TekkenTokenizer(Tokenizer):
 
     def _encode(self, text: str) -> list[int]:
         n = self._n_special
-        return [t + n for t in self._enc.encode_ordinary(text)]
+        ids: list[int] = []
+        for i, part in enumerate(self._split.split(text) if self._split else [text]):
+            if i % 2:  # the captured separators are special-token names
+                ids.append(self._special[part])
+            elif part:
+                ids.extend(t + n for t in self._enc.encode_ordinary(part))
+        return ids
 
     def decode(self, ids: Sequence[int]) -> str:
         n = self._n_special
