@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from pterun import Runtime
-from pterun.errors import InvalidArgumentError, InvalidProgramError
+from pterun.errors import InvalidArgumentError, InvalidProgramError, NotSupportedError
 from pterun.llm import (GenerationConfig, Image, MultimodalInput, MultimodalRunner, make_audio_input,
                         make_image_input, make_raw_audio_input, make_text_input, make_token_input)
 from pterun.llm.cli import add_generate_parser, cmd_generate
@@ -473,3 +473,32 @@ def test_tekken_errors(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "tiktoken", None)
     with pytest.raises(ImportError, match="reading a Mistral tekken.json needs the 'tiktoken' package"):
         load_tokenizer(MM / "tekken.json")
+
+
+def test_a_plain_string_is_a_text_input(runner, rec):
+    case = next(c for c in CASES if c["name"] == "text_only")
+    runner.reset()
+    assert runner.generate_text(case["inputs"][0][1], greedy()) == "".join(case["runner_pieces"])
+
+
+def test_float_features_go_to_a_bfloat16_audio_encoder_converted():
+    import ml_dtypes
+
+    class BF16(FakeMM):
+        def metadata(self, name):
+            if name == "audio_encoder":
+                return _Meta([_Info((1, 8, 6), ml_dtypes.bfloat16, False)])
+            return super().metadata(name)
+
+        def audio_encoder(self, feats):
+            assert feats.dtype == ml_dtypes.bfloat16
+            return [np.full((1, 3, DIM), 20.0, np.float32)]
+
+    fake = BF16()
+    runner = MultimodalRunner.from_program(fake, CountTokenizer())
+    feats = np.full((1, 8, 6), 1.00390625, np.float32)  # 1 + 2**-8: rounds to 1.0 in bfloat16
+    list(runner.stream_ids([make_audio_input(feats)], greedy(max_new_tokens=1)))
+    sent = [c for c in fake.calls if c[0] == "audio_encoder"][0][1][0]
+    assert sent.dtype == ml_dtypes.bfloat16 and float(sent.astype(np.float32).max()) == 1.0
+    with pytest.raises(NotSupportedError, match="takes bfloat16 input, but this audio holds uint8"):
+        list(runner.stream_ids([make_audio_input(np.zeros((1, 8, 6), np.uint8))], greedy()))
