@@ -139,38 +139,60 @@ WHISPER_CHUNK_S = 10  # the tiny encoder sees 10 s windows: 1000 mel frames, 500
 WHISPER_MAX_NEW = 24
 
 
-def build_whisper(work: Path) -> None:
+WHISPER_FIXTURE = dict(d_model=32, layers=2, heads=2, ffn=64, vocab=256 + 64, chunk_s=WHISPER_CHUNK_S, max_seq=64,
+                       texts=WHISPER_TEXTS)
+# whisper-tiny's shape (d_model 384, 4 + 4 layers, 30 s windows) with a 4k vocabulary, for bench/
+WHISPER_BENCH = dict(d_model=384, layers=4, heads=6, ffn=1536, vocab=4096, chunk_s=30, max_seq=128, texts=None)
+
+
+def export_whisper(work: Path, out: Path, spec: dict, prefix: str) -> dict:
+    """A random Whisper of ``spec``'s shape through optimum-executorch (``{prefix}.pte``), its mel preprocessor
+    through ExecuTorch's mel_spectrogram (``{prefix}_preprocessor.pte``), its ``{prefix}_tokenizer.json``;
+    returns the special tokens' ids."""
     from optimum.exporters.executorch import main_export
     from transformers import (WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration,
                               WhisperProcessor, WhisperTokenizerFast)
     from executorch.extension.audio.mel_spectrogram import export_processor
 
-    model_dir = work / "whisper_hf"
+    model_dir = work / f"{prefix}_hf"
     model_dir.mkdir(parents=True, exist_ok=True)
-    tok = byte_bpe(WHISPER_TEXTS, 256 + 64, WHISPER_SPECIALS, specials_first=False)
+    tok = byte_bpe(spec["texts"] or stdlib_texts(), spec["vocab"], WHISPER_SPECIALS, specials_first=False)
     eot = "<|endoftext|>"
     hf_tok = WhisperTokenizerFast(tokenizer_object=tok, bos_token=eot, eos_token=eot, unk_token=eot, pad_token=eot)
-    fe = WhisperFeatureExtractor(feature_size=80, chunk_length=WHISPER_CHUNK_S)
+    fe = WhisperFeatureExtractor(feature_size=80, chunk_length=spec["chunk_s"])
     WhisperProcessor(feature_extractor=fe, tokenizer=hf_tok).save_pretrained(model_dir)
     ids = {s: tok.token_to_id(s) for s in WHISPER_SPECIALS}
-    cfg = WhisperConfig(vocab_size=tok.get_vocab_size(), num_mel_bins=80, d_model=32, encoder_layers=2,
-                        decoder_layers=2, encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                        decoder_ffn_dim=64, max_source_positions=fe.nb_max_frames // 2, max_target_positions=64,
-                        decoder_start_token_id=ids["<|startoftranscript|>"], eos_token_id=ids[eot],
-                        bos_token_id=ids[eot], pad_token_id=ids[eot], begin_suppress_tokens=None,
-                        suppress_tokens=None, tie_word_embeddings=False)
+    d, n, h, f = spec["d_model"], spec["layers"], spec["heads"], spec["ffn"]
+    cfg = WhisperConfig(vocab_size=tok.get_vocab_size(), num_mel_bins=80, d_model=d, encoder_layers=n,
+                        decoder_layers=n, encoder_attention_heads=h, decoder_attention_heads=h, encoder_ffn_dim=f,
+                        decoder_ffn_dim=f, max_source_positions=fe.nb_max_frames // 2,
+                        max_target_positions=spec["max_seq"], decoder_start_token_id=ids["<|startoftranscript|>"],
+                        eos_token_id=ids[eot], bos_token_id=ids[eot], pad_token_id=ids[eot],
+                        begin_suppress_tokens=None, suppress_tokens=None, tie_word_embeddings=False)
     torch.manual_seed(0)
     model = WhisperForConditionalGeneration(cfg).eval()
     with torch.no_grad():  # a larger output projection: random logits with clear winners, so greedy is stable
         model.proj_out.weight.mul_(8.0)
     model.save_pretrained(model_dir)
     main_export(str(model_dir), task="automatic-speech-recognition", recipe="xnnpack",
-                output_dir=str(work / "whisper_pte"), max_seq_len=64)
-    (work / "whisper_pte" / "model.pte").replace(OUT / "whisper.pte")
-    export_processor(output_file=str(OUT / "whisper_preprocessor.pte"), feature_size=80,
-                     chunk_length=WHISPER_CHUNK_S, max_audio_len=60)
-    tok.save(str(OUT / "whisper_tokenizer.json"))
+                output_dir=str(work / f"{prefix}_pte"), max_seq_len=spec["max_seq"])
+    (work / f"{prefix}_pte" / "model.pte").replace(out / f"{prefix}.pte")
+    export_processor(output_file=str(out / f"{prefix}_preprocessor.pte"), feature_size=80,
+                     chunk_length=spec["chunk_s"], max_audio_len=60)
+    tok.save(str(out / f"{prefix}_tokenizer.json"))
+    return ids
 
+
+def stdlib_texts() -> list[str]:
+    """Text to train the bench tokenizers on: Python's standard library sources (ASCII only)."""
+    stdlib = Path(os.__file__).parent
+    files = sorted(p for d in ("json", "email", "http", "logging") for p in (stdlib / d).rglob("*.py"))
+    return [p.read_text(errors="ignore").encode("ascii", "ignore").decode() for p in files]
+
+
+def build_whisper(work: Path) -> None:
+    ids = export_whisper(work, OUT, WHISPER_FIXTURE, "whisper")
+    eot = "<|endoftext|>"
     speech = synth_speech(2.5, seed=3)
     write_wav(OUT / "speech.wav", speech)
     rec = record_whisper(OUT / "whisper.pte", OUT / "whisper_preprocessor.pte", et_wav_floats(speech),
@@ -242,67 +264,88 @@ def llava_cases() -> list[dict]:
     ]
 
 
-def build_llava(work: Path) -> None:
+LLAVA_FIXTURE = dict(vision=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                  image_size=LLAVA_IMAGE, patch_size=8, projection_dim=32),
+                     text=LLAVA_TEXT_ARGS, hidden_dim=256, vocab=320, max_seq=LLAVA_MAX_SEQ, hint=LLAVA_EMBED_HINT,
+                     texts=LLAVA_TEXTS)
+# a CLIP-like tower on 224x224 images in 14x14 patches (256 image tokens) and a 6-layer Llama, 4k vocabulary
+LLAVA_BENCH = dict(vision=dict(hidden_size=256, intermediate_size=1024, num_hidden_layers=4, num_attention_heads=4,
+                               image_size=224, patch_size=14, projection_dim=256),
+                   text=dict(dim=256, n_layers=6, n_heads=4, n_kv_heads=4, norm_eps=1e-5, rope_theta=10000.0),
+                   hidden_dim=768, vocab=4096, max_seq=512, hint=64, texts=None)
+
+
+def export_llava(out: Path, spec: dict, prefix: str, tok_dir: Path) -> dict:
+    """A random LLaVA of ``spec``'s shape through ExecuTorch's LLaVA exporter (``{prefix}.pte``) and its tokenizer
+    (``tok_dir``: tokenizer.json + tokenizer_config.json); returns the special tokens' ids."""
     from transformers import (CLIPImageProcessor, CLIPVisionConfig, LlamaConfig, LlavaConfig,
                               LlavaForConditionalGeneration, PreTrainedTokenizerFast)
+    from tokenizers import processors
     import executorch.examples.models.llava.model as llava_model
     from executorch.examples.models.llama.model_args import ModelArgs
     from executorch.examples.models.llava.export_llava import export_all
 
     # ASCII-only vocabulary (no 256-byte alphabet): every token decodes to whole characters, so ExecuTorch's
     # runner can hand each piece to Python even for the random text a random model writes
-    from tokenizers import processors
-    tok = byte_bpe(LLAVA_TEXTS, 320, LLAVA_SPECIALS, specials_first=True, full_alphabet=False)
+    texts = spec["texts"] or stdlib_texts() + LLAVA_TEXTS
+    tok = byte_bpe(texts, spec["vocab"], LLAVA_SPECIALS, specials_first=True, full_alphabet=False)
     ids = {s: tok.token_to_id(s) for s in LLAVA_SPECIALS}
     # ExecuTorch's C++ HF tokenizer adds BOS through the post-processor, and takes BOS/EOS from a
     # tokenizer_config.json when given the folder; pterun reads the same file next to tokenizer.json
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", ids["<s>"])])
-    LLAVA_TOK.mkdir(exist_ok=True)
-    tok.save(str(LLAVA_TOK / "tokenizer.json"))
-    (LLAVA_TOK / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>"}) + "\n")
+    tok_dir.mkdir(parents=True, exist_ok=True)
+    tok.save(str(tok_dir / "tokenizer.json"))
+    (tok_dir / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>"}) + "\n")
     hf_tok = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-    processor = CLIPImageProcessor(crop_size={"height": LLAVA_IMAGE, "width": LLAVA_IMAGE},
-                                   size={"shortest_edge": LLAVA_IMAGE})
-    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                              image_size=LLAVA_IMAGE, patch_size=8, projection_dim=32)
-    text = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=LLAVA_TEXT_ARGS["dim"], intermediate_size=256,
-                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                       max_position_embeddings=LLAVA_MAX_SEQ, rms_norm_eps=1e-5, bos_token_id=ids["<s>"],
-                       eos_token_id=ids["</s>"], pad_token_id=ids["<unk>"], tie_word_embeddings=False)
-    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=ids["<image>"],
-                         vision_feature_layer=-2, vision_feature_select_strategy="default")
+    size = spec["vision"]["image_size"]
+    processor = CLIPImageProcessor(crop_size={"height": size, "width": size}, size={"shortest_edge": size})
+    ta = spec["text"]
+    text = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=ta["dim"], intermediate_size=spec["hidden_dim"],
+                       num_hidden_layers=ta["n_layers"], num_attention_heads=ta["n_heads"],
+                       num_key_value_heads=ta["n_kv_heads"], max_position_embeddings=spec["max_seq"],
+                       rms_norm_eps=ta["norm_eps"], bos_token_id=ids["<s>"], eos_token_id=ids["</s>"],
+                       pad_token_id=ids["<unk>"], tie_word_embeddings=False)
+    config = LlavaConfig(vision_config=CLIPVisionConfig(**spec["vision"]), text_config=text,
+                         image_token_index=ids["<image>"], vision_feature_layer=-2,
+                         vision_feature_select_strategy="default")
     torch.manual_seed(0)
     hf = LlavaForConditionalGeneration(config).eval()
     with torch.no_grad():  # clear winners among the random logits, so greedy decoding is stable
         hf.lm_head.weight.mul_(16.0)
     # The exporter builds the text model from ModelArgs with LLaVA-1.5-7B's shape hard-coded (32 layers, dim 4096);
-    # the tiny model's shape goes in here, everything else is the exporter's own code.
-    llava_model.ModelArgs = lambda **kw: ModelArgs(**{**kw, **LLAVA_TEXT_ARGS})
+    # the small model's shape goes in here, everything else is the exporter's own code.
+    llava_model.ModelArgs = lambda **kw: ModelArgs(**{**kw, **ta})
+    example = np.random.default_rng(7).integers(0, 256, (size, size, 3), dtype=np.uint8)
 
-    class TinyLlavaModel(llava_model.LlavaModel):
+    class LocalLlavaModel(llava_model.LlavaModel):
         """LlavaModel with a locally built model and processor instead of the hub's llava-1.5-7b-hf."""
 
         def __init__(self):  # noqa: D107 - the parent's __init__ downloads; set what export_all reads
             self.use_sdpa_with_kv_cache_op = True
-            self.max_context_len = self.max_seq_len = LLAVA_MAX_SEQ
+            self.max_context_len = self.max_seq_len = spec["max_seq"]
             self.model, self.tokenizer, self.image_processor = hf, hf_tok, processor
             self.input = self.resized_image = None
 
         def get_example_inputs(self):  # what prepare_image returns: uint8 CHW pixels
-            return (torch.from_numpy(llava_cases()[0]["inputs"][1][1]).permute(2, 0, 1).contiguous(),)
+            return (torch.from_numpy(example).permute(2, 0, 1).contiguous(),)
 
         def get_inputs_for_prefill(self):
             # token_embedding is planned for this example's length (the exporter's HintBasedSymShapeEvalPass):
-            # LLaVA's own example is its ~36-token system prompt; this one gives 48 ids a call
-            system = tok.encode(LLAVA_TEXTS[2] + " USER: ", add_special_tokens=False).ids * 8
-            before = torch.tensor([[ids["<s>"]] + system[:LLAVA_EMBED_HINT - 1]])
+            # LLaVA's own example is its ~36-token system prompt; this one gives spec["hint"] ids a call
+            system = tok.encode(LLAVA_TEXTS[2] + " USER: ", add_special_tokens=False).ids * 16
+            before = torch.tensor([[ids["<s>"]] + system[:spec["hint"] - 1]])
             after = torch.tensor([tok.encode(" what is in the picture? ASSISTANT:", add_special_tokens=False).ids])
             return (before, *self.get_example_inputs(), after)
 
-    if not (REUSE and (OUT / "llava.pte").exists()):
-        program = export_all(TinyLlavaModel())
-        with open(OUT / "llava.pte", "wb") as f:
+    if not (REUSE and (out / f"{prefix}.pte").exists()):
+        program = export_all(LocalLlavaModel())
+        with open(out / f"{prefix}.pte", "wb") as f:
             program.write_to_file(f)
+    return ids
+
+
+def build_llava(work: Path) -> None:
+    ids = export_llava(OUT, LLAVA_FIXTURE, "llava", LLAVA_TOK)
     rec, entry = record_llava(OUT / "llava.pte", LLAVA_TOK, ids)
     np.savez_compressed(OUT / "llava.npz", **rec)
     entry.update(bos_id=ids["<s>"], eos_id=ids["</s>"], image_token_id=ids["<image>"], max_new_tokens=LLAVA_MAX_NEW,
@@ -450,14 +493,32 @@ def build_tekken(work: Path) -> None:
 PARTS = {"tekken": build_tekken, "whisper": build_whisper, "llava": build_llava}
 
 
+def build_bench(out: Path, parts: list[str]) -> None:
+    """The larger random models bench/multimodal_bench.py measures (not fixtures; git-ignored under bench/)."""
+    out.mkdir(parents=True, exist_ok=True)
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        if "whisper" in parts:
+            export_whisper(Path(tmp), out, WHISPER_BENCH, "whisper_bench")
+        if "llava" in parts:
+            export_llava(out, LLAVA_BENCH, "llava_bench", out / "llava_bench_tokenizer")
+    for p in sorted(out.iterdir()):
+        print(f"  {p.name}: {p.stat().st_size / 1e6:.1f} MB" if p.is_file() else f"  {p.name}/")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("parts", nargs="+", choices=sorted(PARTS))
     ap.add_argument("--reuse", action="store_true", help="keep programs already exported; only record again")
+    ap.add_argument("--bench", type=Path, metavar="DIR", help="instead, export the larger benchmark models of these "
+                    "parts (whisper, llava) into DIR")
     args = ap.parse_args(argv)
     global REUSE
     REUSE = args.reuse
+    if args.bench:
+        build_bench(args.bench, args.parts)
+        return 0
     OUT.mkdir(parents=True, exist_ok=True)
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
