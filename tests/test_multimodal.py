@@ -502,3 +502,47 @@ def test_float_features_go_to_a_bfloat16_audio_encoder_converted():
     assert sent.dtype == ml_dtypes.bfloat16 and float(sent.astype(np.float32).max()) == 1.0
     with pytest.raises(NotSupportedError, match="takes bfloat16 input, but this audio holds uint8"):
         list(runner.stream_ids([make_audio_input(np.zeros((1, 8, 6), np.uint8))], greedy()))
+
+
+# ==============================================================================================================
+# Audio + text: a Voxtral program (optimum-executorch), against ExecuTorch's MultimodalRunner
+# ==============================================================================================================
+VOX = json.loads((MM / "manifest.json").read_text(encoding="utf-8"))["voxtral"]
+
+
+@pytest.fixture(scope="module", params=["preprocessor_pte", "numpy_front_end"])
+def voxtral(request):
+    needs("tiktoken")
+    pre = MM / "voxtral_preprocessor.pte" if request.param == "preprocessor_pte" else None
+    return MultimodalRunner(MM / "voxtral.pte", MM / "tekken.json", preprocessor_path=pre)
+
+
+def _vox_inputs(case):
+    from pterun.llm.audio import read_wav
+    wav = np.tile(read_wav(MM / case["wav"])[0], case["repeat"])
+    return [make_text_input(case["before"]), make_raw_audio_input(wav), make_text_input(case["after"])]
+
+
+@pytest.mark.parametrize("case", VOX["cases"], ids=[c["name"] for c in VOX["cases"]])
+def test_voxtral_greedy_tokens_match_executorch(voxtral, case):
+    n = VOX["cases"].index(case)
+    rec = np.load(MM / "voxtral.npz")
+    voxtral.reset()
+    cfg = greedy(max_new_tokens=VOX["max_new_tokens"], num_bos=0)  # the prompt spells <s> itself
+    assert list(voxtral.stream_ids(_vox_inputs(case), cfg)) == rec[f"c{n}_generated"].tolist()
+    assert voxtral.stats.num_prompt_tokens == case["prompt_positions"]  # 375 audio positions per 30 s chunk
+
+
+def test_voxtral_text_matches_executorchs_runner(voxtral):
+    case = VOX["cases"][0]
+    voxtral.reset()
+    text = voxtral.generate_text(_vox_inputs(case), greedy(max_new_tokens=VOX["max_new_tokens"], num_bos=0))
+    special = set(_tekken_specials())
+    assert text == "".join(p for p in case["runner_pieces"] if p not in special)
+    info = voxtral.info
+    assert info.modalities == ("audio",) and info.cache_positions and info.eos_ids == {2}
+
+
+def _tekken_specials():
+    data = json.loads((MM / "tekken.json").read_text(encoding="utf-8"))
+    return [t["token_str"] for t in data["special_tokens"]]

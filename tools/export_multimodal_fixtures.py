@@ -490,7 +490,134 @@ def build_tekken(work: Path) -> None:
     print(f"tekken: vocab {et.vocab_size()}, bos {et.bos_tok()}, eos {et.eos_tok()}; {cases[2]['ids_bos_eos']}")
 
 
-PARTS = {"tekken": build_tekken, "whisper": build_whisper, "llava": build_llava}
+# ----------------------------------------------------------------------------------------------------------------
+# Voxtral: optimum-executorch's multimodal-text-to-text task on a tiny VoxtralForConditionalGeneration
+# ----------------------------------------------------------------------------------------------------------------
+VOXTRAL_MAX_LEN = 832  # the static KV cache (stored in the program): each 30 s audio chunk is 375 positions
+VOXTRAL_MAX_NEW = 16
+
+
+def voxtral_cases() -> list[dict]:
+    """ExecuTorch's Voxtral prompt (examples/models/voxtral/multimodal.cpp): text, audio, text."""
+    return [
+        {"name": "transcribe", "repeat": 1,
+         "before": "<s>[INST][BEGIN_AUDIO]", "after": "What can you tell me about this audio?[/INST]"},
+        {"name": "long_audio", "repeat": 14,  # the same 2.5 s 14 times: 35 s, two 30 s chunks, 750 positions
+         "before": "<s>[INST][BEGIN_AUDIO]", "after": "Transcribe.[/INST]"},
+    ]
+
+
+def build_voxtral(work: Path) -> None:
+    import types
+    from optimum.exporters.executorch import main_export
+    import optimum.exporters.executorch.integrations as integrations
+    from transformers import LlamaConfig, VoxtralConfig, VoxtralEncoderConfig, VoxtralForConditionalGeneration
+    from executorch.extension.audio.mel_spectrogram import export_processor
+
+    tekken = OUT / "tekken.json"
+    if not tekken.exists():
+        build_tekken(work)
+    from pytorch_tokenizers.pytorch_tokenizers_cpp import Tekken
+    et_tok = Tekken()
+    et_tok.load(str(tekken))
+    model_dir = work / "voxtral_hf"
+    audio = VoxtralEncoderConfig(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                 num_mel_bins=128, max_source_positions=1500, vocab_size=et_tok.vocab_size())
+    text = LlamaConfig(vocab_size=et_tok.vocab_size(), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                       num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                       max_position_embeddings=VOXTRAL_MAX_LEN, bos_token_id=1, eos_token_id=2,
+                       tie_word_embeddings=False)
+    cfg = VoxtralConfig(audio_config=audio, text_config=text, audio_token_id=TEKKEN_SPECIALS.index("[AUDIO]"))
+    torch.manual_seed(0)
+    model = VoxtralForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        head = model.language_model.lm_head.weight
+        head.mul_(16.0)
+        # ExecuTorch's runner hands every token's text to Python as a str, which fails on a token that is only
+        # part of a UTF-8 character; such tokens get zero logits so that greedy decoding never picks them
+        import base64
+        data = json.loads(tekken.read_text(encoding="utf-8"))
+        n_special = data["config"]["default_num_special_tokens"]
+        for e in data["vocab"]:
+            if not _utf8(base64.b64decode(e["token_bytes"])):
+                head[n_special + e["rank"]] = 0.0
+    model.save_pretrained(model_dir)
+    # optimum's AudioExportableModule takes its example features from the model's processor applied to a sample
+    # WAV it downloads; the same [batch, 128, 3000] features are made here from local audio instead.
+    from transformers import WhisperFeatureExtractor
+    fe = WhisperFeatureExtractor(feature_size=128, chunk_length=30)
+    example = torch.from_numpy(fe(et_wav_floats(synth_speech(3.0, seed=9)), sampling_rate=SR,
+                                  return_tensors="np")["input_features"])
+    integrations.AutoProcessor = types.SimpleNamespace(from_pretrained=lambda *a, **k: None)
+    integrations.apply_chat_template_with_fallback = lambda *a, **k: {"input_features": example}
+    if not (REUSE and (OUT / "voxtral.pte").exists()):
+        main_export(str(model_dir), task="multimodal-text-to-text", recipe="xnnpack",
+                    output_dir=str(work / "voxtral_pte"), max_length=VOXTRAL_MAX_LEN, use_custom_sdpa=True,
+                    use_custom_kv_cache=True)
+        (work / "voxtral_pte" / "model.pte").replace(OUT / "voxtral.pte")
+        export_processor(output_file=str(OUT / "voxtral_preprocessor.pte"), feature_size=128, stack_output=True,
+                         max_audio_len=60)
+    rec, entry = record_voxtral(OUT / "voxtral.pte", OUT / "voxtral_preprocessor.pte", tekken)
+    np.savez_compressed(OUT / "voxtral.npz", **rec)
+    entry.update(max_new_tokens=VOXTRAL_MAX_NEW, bytes=(OUT / "voxtral.pte").stat().st_size)
+    update_manifest("voxtral", entry)
+
+
+def record_voxtral(pte: Path, preprocessor: Path, tekken: Path) -> tuple[dict, dict]:
+    """ExecuTorch's Python MultimodalRunner on audio between text (its Voxtral prompt), features from the
+    preprocessor program; also the token ids of the same greedy run through ExecuTorch's Runtime."""
+    import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
+    import executorch.kernels.quantized  # noqa: F401
+    from executorch.extension.llm.runner import GenerationConfig, MultimodalRunner, make_audio_input, make_text_input
+    from executorch.runtime import Runtime
+    from pytorch_tokenizers.pytorch_tokenizers_cpp import Tekken
+    tok = Tekken()
+    tok.load(str(tekken))
+    rt = Runtime.get()
+    pre = rt.load_program(str(preprocessor)).load_method("forward")
+    rec, cases = {}, []
+    short = synth_speech(2.5, 5)
+    write_wav(OUT / "voxtral_speech.wav", short)
+    for n, case in enumerate(voxtral_cases()):
+        wav = np.tile(et_wav_floats(short), case["repeat"])
+        feats = pre.execute([torch.from_numpy(wav)])[0]
+        runner = MultimodalRunner(str(pte), str(tekken))
+        inputs = [make_text_input(case["before"]), make_audio_input(feats), make_text_input(case["after"])]
+        pieces, stats = [], []
+        cfg = GenerationConfig(echo=False, max_new_tokens=VOXTRAL_MAX_NEW, temperature=0.0, num_bos=0)
+        runner.generate(inputs, cfg, pieces.append, lambda s, out=stats: out.append(json.loads(s.to_json_string())))
+        program = rt.load_program(str(pte))
+        emb, dec, aud = (program.load_method(m) for m in ("token_embedding", "text_decoder", "audio_encoder"))
+        pos, logits, margins = 0, None, []
+        for part in ("before", "audio", "after"):
+            if part == "audio":
+                e = aud.execute([feats])[0]
+                e = e.reshape(1, -1, e.shape[-1])
+            else:
+                e = emb.execute([torch.tensor([list(tok.encode(case[part], 0, 0))])])[0]
+            logits = dec.execute([e, torch.arange(pos, pos + e.shape[1])])[0]
+            pos += e.shape[1]
+        n_prompt, gen = pos, []
+        for step in range(VOXTRAL_MAX_NEW):
+            row = logits.reshape(-1, logits.shape[-1])[-1].numpy().astype(np.float32)
+            margins.append(margin(row))
+            nxt = int(row.argmax())
+            gen.append(nxt)
+            if nxt == tok.eos_tok() or step == VOXTRAL_MAX_NEW - 1:
+                break
+            e = emb.execute([torch.tensor([[nxt]])])[0]
+            logits = dec.execute([e, torch.tensor([pos])])[0]
+            pos += 1
+        rec[f"c{n}_generated"] = np.array(gen, np.int64)
+        cases.append({"name": case["name"], "wav": "voxtral_speech.wav", "repeat": case["repeat"],
+                      "before": case["before"],
+                      "after": case["after"], "prompt_positions": n_prompt, "runner_pieces": pieces,
+                      "runner_stats": stats[0], "min_greedy_margin": min(margins)})
+        print(f"voxtral {case['name']}: {n_prompt} positions -> {gen} (margin {min(margins):.3f}) {pieces}")
+    return rec, {"cases": cases}
+
+
+PARTS = {"voxtral": build_voxtral, "tekken": build_tekken, "whisper": build_whisper, "llava": build_llava}
 
 
 def build_bench(out: Path, parts: list[str]) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, InvalidProgramError, NotSupportedError
+from pterun.llm.audio import WhisperFrontEnd
 from pterun.llm.config import GenerationConfig, Stats, now_ms
 from pterun.llm.inputs import Audio, Image, MultimodalInput, RawAudio, make_image_input, make_token_input
 from pterun.llm.loop import DecodeLoop, constant, make_sampler
@@ -114,7 +115,9 @@ class MultimodalRunner(DecodeLoop):
         tokenizer_path: its tokenizer (``tokenizer.json``, ``tekken.json``, tiktoken, SentencePiece).
         data_path: external weights (``.ptd``), or a list of them.
         preprocessor_path: a preprocessor ``.pte`` (waveform -> features) that turns :class:`RawAudio` inputs into
-            the audio encoder's features; without one, raw audio goes to the audio encoder as it is.
+            the audio encoder's features; without one, an encoder of ``[chunks, n_mels, frames]`` features gets
+            Whisper's log-mel computed in NumPy (:class:`~pterun.llm.audio.WhisperFrontEnd`), any other encoder
+            the samples as they are.
         runtime: the :class:`pterun.Runtime` that loads the programs.
     """
 
@@ -341,7 +344,16 @@ class MultimodalRunner(DecodeLoop):
             feats = np.asarray(self._preprocess([np.ascontiguousarray(wave.reshape(-1) if rank == 1 else wave)])[0])
             self.stats.seconds["model"] += time.perf_counter() - t
             return self._audio_tensor(Audio.from_array(feats.reshape((1,) * (3 - feats.ndim) + feats.shape)))
-        rank = len(self.program.metadata(AUDIO_ENCODER).input_tensor_meta(0).sizes())
+        meta = self.program.metadata(AUDIO_ENCODER).input_tensor_meta(0)
+        sizes = list(meta.sizes())
+        if len(sizes) == 3 and np.dtype(meta.numpy_dtype()).kind in "fV" and raw.batch_size == 1:
+            # the encoder takes features, and no preprocessor was given: Whisper's log-mel in NumPy, in the
+            # encoder's window (stacked windows when its first axis is a dynamic chunk count, as Voxtral's)
+            front = WhisperFrontEnd.for_encoder(sizes)
+            front.stack_output = meta.is_dynamic() and sizes[0] > 1
+            feats = front(x[0].mean(axis=0, dtype=np.float32))
+            return self._audio_tensor(Audio.from_array(feats))
+        rank = len(sizes)
         return np.ascontiguousarray(x.reshape(x.shape[-rank:]) if rank < 3 else x)
 
     def _encoder_output(self, method: str, args: list, what: str) -> np.ndarray:
