@@ -21,7 +21,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
@@ -33,9 +33,12 @@ from pterun.llm.sampler import Sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 from pterun.runtime import DataPath, Program, Runtime
 
-__all__ = ["Seq2SeqRunner", "Seq2SeqTranscribeConfig", "AsrRunner", "AsrTranscribeConfig"]
+__all__ = ["Seq2SeqRunner", "Seq2SeqTranscribeConfig", "AsrRunner", "AsrTranscribeConfig", "AudioSource"]
 
 log = logging.getLogger("pterun")
+
+#: what the speech runner transcribes: a WAV path, a 1-D float waveform at 16 kHz, or features
+AudioSource = Union[str, os.PathLike, np.ndarray]
 
 class Seq2SeqTranscribeConfig:
     """ExecuTorch's ``Seq2SeqTranscribeConfig`` (``max_new_tokens`` 128, ``temperature`` 0 = greedy,
@@ -134,7 +137,7 @@ class Seq2SeqRunner:
         self.stats.model_load_end_ms = now_ms()
 
     # -- ExecuTorch's API -------------------------------------------------------------------------------------
-    def transcribe(self, audio, config: Seq2SeqTranscribeConfig | None = None,
+    def transcribe(self, audio: AudioSource, config: Seq2SeqTranscribeConfig | None = None,
                    token_callback: Callable[[str], None] | None = None) -> list[int]:
         """The token ids (the start token first, then every generated token, an EOS id last when reached).
 
@@ -162,7 +165,8 @@ class Seq2SeqRunner:
         self._stop = True
 
     # -- pterun's additions -----------------------------------------------------------------------------------
-    def stream(self, audio, config: Seq2SeqTranscribeConfig | None = None, **options: Any) -> Iterator[str]:
+    def stream(self, audio: AudioSource, config: Seq2SeqTranscribeConfig | None = None,
+               **options: Any) -> Iterator[str]:
         """Yield the transcript piece by piece (never a broken character). ``options`` override fields of the
         config (``max_new_tokens=``, ``temperature=``, ``seed=``, ...)."""
         cfg = _with(config, options)
@@ -176,11 +180,11 @@ class Seq2SeqRunner:
         if tail:
             yield tail
 
-    def transcribe_text(self, audio, config: Seq2SeqTranscribeConfig | None = None, **options: Any) -> str:
+    def transcribe_text(self, audio: AudioSource, config: Seq2SeqTranscribeConfig | None = None, **options: Any) -> str:
         """The whole transcript as one string."""
         return "".join(self.stream(audio, config, **options))
 
-    def features(self, audio) -> np.ndarray:
+    def features(self, audio: AudioSource) -> np.ndarray:
         """The encoder's input features for ``audio`` (a WAV path, a waveform, or features, passed through)."""
         if isinstance(audio, (str, os.PathLike)):
             audio = load_audio(audio, 16000)
@@ -206,7 +210,7 @@ class Seq2SeqRunner:
                 f"preprocessor={self._preprocess is not None}>")
 
     # -- the work ---------------------------------------------------------------------------------------------
-    def _tokens(self, audio, cfg: Seq2SeqTranscribeConfig) -> Iterator[tuple[bool, int]]:
+    def _tokens(self, audio: AudioSource, cfg: Seq2SeqTranscribeConfig) -> Iterator[tuple[bool, int]]:
         """Encode each window of the features and decode it, one token at a time: ``(is_start, id)`` pairs, the
         start token of every window first."""
         if cfg.max_new_tokens <= 0:

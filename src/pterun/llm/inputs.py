@@ -21,13 +21,17 @@ ExecuTorch's ``Image`` does. Audio is ``[batch, n_bins, n_frames]`` features (a 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Union
 
 import numpy as np
 
 from pterun.errors import InvalidArgumentError
 
 __all__ = ["Image", "Audio", "RawAudio", "MultimodalInput", "make_text_input", "make_token_input",
-           "make_image_input", "make_audio_input", "make_raw_audio_input"]
+           "make_image_input", "make_audio_input", "make_raw_audio_input", "ArrayLike"]
+
+#: values the inputs take: a NumPy array, or a (nested) sequence of numbers
+ArrayLike = Union[np.ndarray, Sequence]
 
 
 def _data(data, what: str) -> np.ndarray:
@@ -49,7 +53,7 @@ class Image:
     """Pixels in ``CHW`` order, ``uint8`` or ``float32``: ``Image(data, width, height, channels)`` as in ExecuTorch
     (``data`` a flat sequence or array in CHW order), or :meth:`from_array` for a shaped array."""
 
-    def __init__(self, data=(), width: int = 0, height: int = 0, channels: int = 0):
+    def __init__(self, data: ArrayLike = (), width: int = 0, height: int = 0, channels: int = 0):
         arr = _data(data, "image") if len(data) else np.zeros(0, np.uint8)
         if arr.size != width * height * channels:
             raise InvalidArgumentError(f"image data has {arr.size} values; width {width} x height {height} x "
@@ -59,7 +63,7 @@ class Image:
         self.width, self.height, self.channels = int(width), int(height), int(channels)
 
     @classmethod
-    def from_array(cls, pixels, layout: str | None = None) -> Image:
+    def from_array(cls, pixels: ArrayLike, layout: str | None = None) -> Image:
         """An image from a shaped array: ``HWC``, ``CHW``, ``1HWC`` or ``1CHW``. ``layout`` ("HWC" or "CHW")
         says which; without it, a last axis of 3 or 4 means HWC, else a first axis of 3 or 4 means CHW."""
         arr = _data(pixels, "image")
@@ -114,7 +118,7 @@ class _Shaped:
     _dims: tuple[str, str, str]
     _kind: str
 
-    def __init__(self, data=(), a: int = 0, b: int = 0, c: int = 0):
+    def __init__(self, data: ArrayLike = (), a: int = 0, b: int = 0, c: int = 0):
         arr = _data(data, self._kind) if len(data) else np.zeros(0, np.float32)
         if arr.size != a * b * c:
             names = " x ".join(f"{n} {v}" for n, v in zip(self._dims, (a, b, c), strict=True))
@@ -125,7 +129,7 @@ class _Shaped:
             setattr(self, name, int(value))
 
     @classmethod
-    def from_array(cls, arr):
+    def from_array(cls, arr: ArrayLike):
         x = _data(arr, cls._kind)
         if x.ndim != 3:
             raise InvalidArgumentError(f"{cls._kind} must be 3-D ({', '.join(cls._dims)}), got shape {list(x.shape)}")
@@ -167,7 +171,7 @@ class MultimodalInput:
 
     __slots__ = ("_kind", "_value")
 
-    def __init__(self, value):
+    def __init__(self, value: str | ArrayLike | Image | Audio | RawAudio):
         if isinstance(value, str):
             kind = "text"
         elif isinstance(value, Image):
@@ -236,23 +240,23 @@ def make_text_input(text: str) -> MultimodalInput:
     return MultimodalInput(text)
 
 
-def make_token_input(tokens) -> MultimodalInput:
+def make_token_input(tokens: ArrayLike) -> MultimodalInput:
     """Token ids, fed as they are (no BOS/EOS added)."""
     return MultimodalInput(list(np.asarray(tokens, np.int64).reshape(-1)))
 
 
-def make_image_input(image, layout: str | None = None) -> MultimodalInput:
+def make_image_input(image: Image | ArrayLike, layout: str | None = None) -> MultimodalInput:
     """An image from raw pixels: an :class:`Image`, or an array ``(H, W, C)``, ``(1, H, W, C)``, ``(C, H, W)`` or
     ``(1, C, H, W)``, uint8 or float (see :meth:`Image.from_array` for ``layout``)."""
     return MultimodalInput(image if isinstance(image, Image) else Image.from_array(image, layout))
 
 
-def make_audio_input(audio) -> MultimodalInput:
+def make_audio_input(audio: Audio | ArrayLike) -> MultimodalInput:
     """Preprocessed audio: an :class:`Audio` or an array ``(batch_size, n_bins, n_frames)``, float32 or uint8."""
     return MultimodalInput(audio if isinstance(audio, Audio) else Audio.from_array(audio))
 
 
-def make_raw_audio_input(audio) -> MultimodalInput:
+def make_raw_audio_input(audio: RawAudio | ArrayLike) -> MultimodalInput:
     """Raw samples: a :class:`RawAudio` or an array ``(batch_size, n_channels, n_samples)`` (a 1-D waveform is
     taken as one mono channel)."""
     if isinstance(audio, RawAudio):

@@ -22,9 +22,9 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
@@ -36,9 +36,13 @@ from pterun.llm.loop import DecodeLoop, constant, make_sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 from pterun.runtime import DataPath, Program, Runtime
 
-__all__ = ["MultimodalRunner", "MultimodalInfo", "read_multimodal_info"]
+__all__ = ["MultimodalRunner", "MultimodalInfo", "read_multimodal_info", "Inputs"]
 
 log = logging.getLogger("pterun")
+
+#: what the runner generates from: a list of inputs (text strings, images, audio are wrapped), or one of them
+Inputs = Union[str, MultimodalInput, Image, Audio, RawAudio, Sequence[Union[str, MultimodalInput, Image, Audio,
+                                                                           RawAudio]]]
 
 TOKEN_EMBEDDING, TEXT_DECODER = "token_embedding", "text_decoder"
 VISION_ENCODER, AUDIO_ENCODER = "vision_encoder", "audio_encoder"
@@ -155,7 +159,7 @@ class MultimodalRunner(DecodeLoop):
         self.stats.model_load_end_ms = now_ms()
 
     # -- ExecuTorch's API -------------------------------------------------------------------------------------
-    def generate(self, inputs, config: GenerationConfig | None = None,
+    def generate(self, inputs: Inputs, config: GenerationConfig | None = None,
                  token_callback: Callable[[str], None] | None = None,
                  stats_callback: Callable[[Stats], None] | None = None) -> None:
         """Generate from ``inputs`` (a list of :class:`MultimodalInput`, or a plain prompt string);
@@ -167,11 +171,12 @@ class MultimodalRunner(DecodeLoop):
         if stats_callback is not None:
             stats_callback(self.stats)
 
-    def generate_text(self, inputs, config: GenerationConfig | None = None) -> str:
+    def generate_text(self, inputs: Inputs, config: GenerationConfig | None = None) -> str:
         """Generate and return the whole text (what ``generate`` would pass to its callback, joined)."""
         return "".join(self._pieces(inputs, config or GenerationConfig(), None))
 
-    def generate_hf(self, inputs, config: GenerationConfig | None = None, image_token_id: int | None = None,
+    def generate_hf(self, inputs: Mapping | list, config: GenerationConfig | None = None,
+                    image_token_id: int | None = None,
                     token_callback: Callable[[str], None] | None = None,
                     stats_callback: Callable[[Stats], None] | None = None) -> None:
         """Generate from a HuggingFace processor's output (``input_ids`` and optional ``pixel_values``, as NumPy
@@ -179,11 +184,11 @@ class MultimodalRunner(DecodeLoop):
         marks where the image goes, as in ExecuTorch."""
         self.generate(hf_to_inputs(inputs, image_token_id), config, token_callback, stats_callback)
 
-    def generate_text_hf(self, inputs, config: GenerationConfig | None = None,
+    def generate_text_hf(self, inputs: Mapping | list, config: GenerationConfig | None = None,
                          image_token_id: int | None = None) -> str:
         return self.generate_text(hf_to_inputs(inputs, image_token_id), config)
 
-    def prefill(self, inputs, config: GenerationConfig | None = None) -> None:
+    def prefill(self, inputs: Inputs, config: GenerationConfig | None = None) -> None:
         """Run ``inputs`` into the KV cache without generating (to rebuild a conversation, say). BOS/EOS tokens are
         added only as ``config.num_bos``/``num_eos`` say (none by default, as in ExecuTorch)."""
         cfg = config or GenerationConfig()
@@ -199,8 +204,8 @@ class MultimodalRunner(DecodeLoop):
         return self.info.vocab_size
 
     # -- pterun's additions -----------------------------------------------------------------------------------
-    def stream(self, inputs, config: GenerationConfig | None = None, *, rng: np.random.Generator | None = None,
-               **options: Any) -> Iterator[str]:
+    def stream(self, inputs: Inputs, config: GenerationConfig | None = None, *,
+               rng: np.random.Generator | None = None, **options: Any) -> Iterator[str]:
         """Yield the generated text piece by piece (never a broken character). ``options`` override fields of
         ``config`` (``max_new_tokens=``, ``temperature=``, ``top_p=``, ``seed=`` ...); without a config nothing
         is echoed and a text first input gets one BOS when the model has one."""
@@ -208,8 +213,8 @@ class MultimodalRunner(DecodeLoop):
             if piece:
                 yield piece
 
-    def stream_ids(self, inputs, config: GenerationConfig | None = None, *, rng: np.random.Generator | None = None,
-                   **options: Any) -> Iterator[int]:
+    def stream_ids(self, inputs: Inputs, config: GenerationConfig | None = None, *,
+                   rng: np.random.Generator | None = None, **options: Any) -> Iterator[int]:
         """Like :meth:`stream`, but yield the generated token ids (an EOS id, when reached, is the last)."""
         cfg = self._config(config, options)
         yield from self._timed(self._tokens(_as_inputs(inputs), cfg, rng, []))
@@ -405,7 +410,7 @@ class MultimodalRunner(DecodeLoop):
         return out.reshape(-1, out.shape[-1])[-1]
 
 
-def _as_inputs(inputs) -> list[MultimodalInput]:
+def _as_inputs(inputs: Inputs) -> list[MultimodalInput]:
     if isinstance(inputs, (str, MultimodalInput, Image, Audio, RawAudio)):
         inputs = [inputs]
     if not isinstance(inputs, Iterable):
@@ -416,7 +421,7 @@ def _as_inputs(inputs) -> list[MultimodalInput]:
     return out
 
 
-def hf_to_inputs(inputs, image_token_id: int | None = None) -> list[MultimodalInput]:
+def hf_to_inputs(inputs: Mapping | list, image_token_id: int | None = None) -> list[MultimodalInput]:
     """A HuggingFace processor's output (``input_ids``, optional ``pixel_values``) as runner inputs: the ids around
     the one run of ``image_token_id``, and the image in its place. A list of inputs passes through."""
     if isinstance(inputs, list):
