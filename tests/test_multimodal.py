@@ -546,3 +546,17 @@ def test_voxtral_text_matches_executorchs_runner(voxtral):
 def _tekken_specials():
     data = json.loads((MM / "tekken.json").read_text(encoding="utf-8"))
     return [t["token_str"] for t in data["special_tokens"]]
+
+
+def test_cli_generate_with_audio(capsys):
+    needs("tiktoken")
+    case = VOX["cases"][0]
+    special = set(_tekken_specials())
+    want = "".join(p for p in case["runner_pieces"] if p not in special)
+    for pre in ([], ["--preprocessor", str(MM / "voxtral_preprocessor.pte")]):
+        args = _cli(["generate", str(MM / "voxtral.pte"), "--tokenizer", str(MM / "tekken.json"), "--prompt",
+                     case["before"] + "{audio}" + case["after"], "--audio", str(MM / case["wav"]), "--num-bos", "0",
+                     "--temperature", "0", "--max-new-tokens", str(VOX["max_new_tokens"])] + pre)
+        assert cmd_generate(args) == 0
+        out, err = capsys.readouterr()
+        assert out == want + "\n" and f"prompt tokens: {case['prompt_positions']}" in err
