@@ -26,6 +26,9 @@ PTD = str(FIXTURES / "ext_mlp.ptd")
 LLM = str(FIXTURES / "llm" / "kv_sdpa.pte")
 TOKENIZER = str(FIXTURES / "llm" / "tokenizer.json")
 GEN = ["generate", LLM, "--tokenizer", TOKENIZER, "--prompt", "hi"]
+MM = FIXTURES / "multimodal"
+WAV, WHISPER, WTOK = str(MM / "speech.wav"), str(MM / "whisper.pte"), str(MM / "whisper_tokenizer.json")
+ASR = ["transcribe", WAV, "--model", WHISPER, "--tokenizer", WTOK]
 
 # (argv, the option or thing the message must name); "{tmp}" is a fresh directory, "{npz3}" a .npz of 3 arrays
 WRONG_OPTIONS = [
@@ -65,6 +68,10 @@ WRONG_OPTIONS = [
                                       "context, got 0"),
     ([*GEN, "--seed", "-1"], "argument --seed: must be 0 or more, got -1"),
     (["generate", LLM, "--prompt", "hi"], "the following arguments are required: --tokenizer"),
+    ([*ASR, "--max-new-tokens", "0"], "argument --max-new-tokens: must be at least 1, got 0"),
+    ([*ASR, "--temperature", "-1"], "argument --temperature: must be 0 or more, got -1"),
+    ([*ASR, "--seed", "-1"], "argument --seed: must be 0 or more, got -1"),
+    (["transcribe", WAV, "--tokenizer", WTOK], "the following arguments are required: --model"),
     (["no-such-command"], "argument COMMAND: invalid choice: 'no-such-command'"),
 ]
 
@@ -76,6 +83,11 @@ BAD_FILES = [
     (["ops", "{tmp}"], "{tmp} is a directory, not a file"),
     (["trace", "{tmp}", "--out", "{tmp}/t.npz"], "{tmp} is a directory, not a file"),
     (["generate", "{tmp}", "--tokenizer", TOKENIZER, "--prompt", "hi"], "{tmp} is a directory, not a file"),
+    (["transcribe", "{tmp}", "--model", WHISPER, "--tokenizer", WTOK], "{tmp} is a directory, not a file"),
+    (["transcribe", WAV, "--model", "{tmp}", "--tokenizer", WTOK], "{tmp} is a directory, not a file"),
+    (["transcribe", "{tmp}/missing.wav", "--model", WHISPER, "--tokenizer", WTOK],
+     "no such audio file: '{tmp}/missing.wav'"),
+    (["transcribe", WHISPER, "--model", WHISPER, "--tokenizer", WTOK], "not a WAV file pterun can read"),
     (["run", MLP, "--data-path", "{tmp}"], "{tmp} is a directory, not a file"),
     (["run", "{tmp}/missing.pte"], "no such program file: '{tmp}/missing.pte'"),
     (["inspect", "{tmp}/missing.pte"], "{tmp}/missing.pte"),
@@ -138,7 +150,7 @@ def test_a_bad_file_or_input_exits_1_in_one_line(argv, named, files, capsys):
 def test_every_command_is_in_the_tables():
     from pterun.cli import build_parser
     commands = set(build_parser()._subparsers._group_actions[0].choices)
-    assert commands == {"run", "inspect", "demo", "verify", "bench", "generate", "ops", "trace"}
+    assert commands == {"run", "inspect", "demo", "verify", "bench", "generate", "transcribe", "ops", "trace"}
     covered = {a[0] for a, _ in WRONG_OPTIONS} | {a[0] for a, _ in BAD_FILES}
     assert commands <= covered
 

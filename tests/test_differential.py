@@ -28,6 +28,49 @@ NOT_REFERENCES = {
 }
 #: an LLM's logits against ExecuTorch's (test_llm.py's bounds)
 LLM_LOGIT_TOL = {"kv_8da4w": 1e-3}
+MM = FIXTURES / "multimodal"
+
+
+def _llava(rt: Runtime, where: str) -> None:
+    import test_multimodal as T
+    from pterun.llm import MultimodalRunner
+    needs("tokenizers")
+    rec = np.load(MM / "llava.npz")
+    runner = MultimodalRunner(MM / "llava.pte", MM / "llava_tokenizer" / "tokenizer.json", runtime=rt)
+    got = list(runner.stream_ids(T.inputs_of(T.CASES[0], rec), T.greedy()))
+    assert got == rec["c0_generated"].tolist(), f"{where}: greedy tokens differ from ExecuTorch's"
+
+
+def _voxtral(rt: Runtime, where: str, preprocessor: bool = False) -> None:
+    import test_multimodal as T
+    from pterun.llm import MultimodalRunner
+    needs("tiktoken")
+    pre = MM / "voxtral_preprocessor.pte" if preprocessor else None
+    runner = MultimodalRunner(MM / "voxtral.pte", MM / "tekken.json", preprocessor_path=pre, runtime=rt)
+    cfg = T.greedy(max_new_tokens=T.VOX["max_new_tokens"], num_bos=0)
+    got = list(runner.stream_ids(T._vox_inputs(T.VOX["cases"][0]), cfg))
+    assert got == np.load(MM / "voxtral.npz")["c0_generated"].tolist(), f"{where}: greedy tokens differ"
+
+
+def _whisper(rt: Runtime, where: str, preprocessor: bool = False) -> None:
+    import test_asr as T
+    from pterun.llm import Seq2SeqRunner
+    needs("tokenizers")
+    pre = MM / "whisper_preprocessor.pte" if preprocessor else None
+    runner = Seq2SeqRunner(MM / "whisper.pte", MM / "whisper_tokenizer.json", preprocessor_path=pre, runtime=rt)
+    got = runner.transcribe(MM / "speech.wav", T.greedy())
+    assert got == np.load(MM / "whisper.npz")["tokens"].tolist(), f"{where}: greedy tokens differ"
+
+
+#: programs a runner drives, checked through that runner's first recorded greedy case (a preprocessor through
+#: the model it feeds)
+RUNNER_CASES = {
+    "multimodal/llava.pte": _llava,
+    "multimodal/voxtral.pte": _voxtral,
+    "multimodal/voxtral_preprocessor.pte": lambda rt, where: _voxtral(rt, where, preprocessor=True),
+    "multimodal/whisper.pte": _whisper,
+    "multimodal/whisper_preprocessor.pte": lambda rt, where: _whisper(rt, where, preprocessor=True),
+}
 
 
 def _programs() -> list[str]:
@@ -37,7 +80,7 @@ def _programs() -> list[str]:
         rel = p.relative_to(FIXTURES).as_posix()
         if rel.startswith("releases/") or p.name in NOT_REFERENCES:
             continue  # the release matrix runs its own files through every configuration (test_releases.py)
-        if p.suffix == ".bpte" or (p.suffix == ".pte" and p.with_suffix(".npz").exists()):
+        if rel in RUNNER_CASES or p.suffix == ".bpte" or (p.suffix == ".pte" and p.with_suffix(".npz").exists()):
             found.append(rel)
     return found
 
@@ -80,6 +123,9 @@ def test_every_program_gives_the_reference_numbers_under_every_load_option(rel, 
         results = bundled.check_all(rtol=1e-4, atol=1e-5)
         failed = [(r.method, r.case) for r in results if not r.passed]
         assert results and not failed, f"{where}: test cases {failed} fail"
+        return
+    if rel in RUNNER_CASES:
+        RUNNER_CASES[rel](rt, where)
         return
     if rel.startswith("llm/"):
         _check_llm(path, rt, where)

@@ -147,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_demo(sub)
     _add_verify(sub)
     _add_bench(sub)
-    from pterun.llm.cli import add_generate_parser
+    from pterun.llm.cli import add_generate_parser, add_transcribe_parser
     add_generate_parser(sub)
+    add_transcribe_parser(sub)
     _add_ops(sub)
     _add_trace(sub)
     for command in sub.choices.values():

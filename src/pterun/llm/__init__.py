@@ -1,8 +1,9 @@
-"""Run ExecuTorch-exported LLMs from Python: a streaming text-generation runner that never imports torch.
+"""Run ExecuTorch-exported LLMs from Python: text, multimodal and speech-to-text runners that never import torch.
 
-The API mirrors ``executorch.extension.llm.runner`` (``TextLLMRunner``, ``GenerationConfig``, ``Stats``), so
-code written for it moves over by changing the import; :meth:`TextLLMRunner.stream` adds a plain iterator of
-text pieces. Tokenizers need the optional extra: ``pip install 'pterun[llm]'``. Example::
+The API mirrors ``executorch.extension.llm.runner`` (``TextLLMRunner``, ``MultimodalRunner``, ``GenerationConfig``,
+``Stats``, the ``make_*_input`` helpers), so code written for it moves over by changing the import;
+``stream()`` adds a plain iterator of text pieces. :class:`Seq2SeqRunner` is ExecuTorch's C++-only Whisper runner.
+Tokenizers need the optional extra: ``pip install 'pterun[llm]'``. Example::
 
     >>> from pterun.llm import TextLLMRunner, GenerationConfig               # doctest: +SKIP
     >>> runner = TextLLMRunner("llama.pte", "tokenizer.json")                # doctest: +SKIP
@@ -12,10 +13,17 @@ text pieces. Tokenizers need the optional extra: ``pip install 'pterun[llm]'``. 
 """
 
 from pterun.kernels import llm as _llm_kernels  # noqa: F401  (registers the llama:: custom operators)
+from pterun.llm.asr import AsrRunner, AsrTranscribeConfig, Seq2SeqRunner, Seq2SeqTranscribeConfig
 from pterun.llm.config import GenerationConfig, Stats
+from pterun.llm.inputs import (Audio, Image, MultimodalInput, RawAudio, make_audio_input, make_image_input,
+                               make_raw_audio_input, make_text_input, make_token_input)
+from pterun.llm.multimodal import MultimodalInfo, MultimodalRunner, read_multimodal_info
 from pterun.llm.runner import ModelInfo, TextLLMRunner, read_model_info
 from pterun.llm.sampler import Sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 
 __all__ = ["TextLLMRunner", "GenerationConfig", "Stats", "Sampler", "StreamDecoder", "Tokenizer", "load_tokenizer",
-           "ModelInfo", "read_model_info"]
+           "ModelInfo", "read_model_info",
+           "MultimodalRunner", "MultimodalInfo", "read_multimodal_info", "MultimodalInput", "Image", "Audio",
+           "RawAudio", "make_text_input", "make_token_input", "make_image_input", "make_audio_input",
+           "make_raw_audio_input", "Seq2SeqRunner", "Seq2SeqTranscribeConfig", "AsrRunner", "AsrTranscribeConfig"]

@@ -14,7 +14,6 @@ KV cache (``forward(tokens)`` on the whole sequence). Example::
 
 from __future__ import annotations
 
-import copy
 import logging
 import os
 import time
@@ -26,6 +25,7 @@ import numpy as np
 
 from pterun.errors import InvalidArgumentError, InvalidProgramError
 from pterun.llm.config import GenerationConfig, Stats, now_ms
+from pterun.llm.loop import DecodeLoop, constant, make_sampler
 from pterun.llm.sampler import Sampler
 from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
 from pterun.runtime import Program, Runtime
@@ -56,13 +56,6 @@ class ModelInfo:
         return {k: (sorted(v) if isinstance(v, frozenset) else v) for k, v in self.__dict__.items()}
 
 
-def _constant(program, name: str):
-    if name not in program.method_names:
-        return None
-    out = program.load_method(name).execute([])
-    return out if name == "get_eos_ids" else out[0]
-
-
 def read_model_info(program: Program, tokenizer: Tokenizer | None = None) -> ModelInfo:
     """Read the LLM conventions of a loaded program, with ExecuTorch's defaults for missing metadata."""
     if "forward" not in program.method_names:
@@ -77,24 +70,24 @@ def read_model_info(program: Program, tokenizer: Tokenizer | None = None) -> Mod
     sizes = tokens_info.sizes()
     if len(sizes) != 2 or tokens_info.numpy_dtype() != np.int64:
         raise InvalidProgramError(f"'forward' input 0 must be int64 tokens [1, n], got {tokens_info}")
-    max_seq = _constant(program, "get_max_seq_len")
+    max_seq = constant(program, "get_max_seq_len")
     if max_seq is None:  # ExecuTorch refuses such a program; the token input's bound says as much
         max_seq = sizes[1] + 1 if tokens_info.is_dynamic() else 128
         log.warning("program has no get_max_seq_len method; using %d", max_seq)
-    ctx = _constant(program, "get_max_context_len")
+    ctx = constant(program, "get_max_context_len")
     ctx = int(max_seq if ctx is None else ctx)
     kv = n_in == 2
-    use_kv = _constant(program, "use_kv_cache")
+    use_kv = constant(program, "use_kv_cache")
     if use_kv is not None and bool(use_kv) != kv:
         log.warning("use_kv_cache says %s but 'forward' takes %d inputs; going by the inputs", use_kv, n_in)
-    vocab = _constant(program, "get_vocab_size")
-    bos = _constant(program, "get_bos_id")
-    eos = _constant(program, "get_eos_ids")
+    vocab = constant(program, "get_vocab_size")
+    bos = constant(program, "get_bos_id")
+    eos = constant(program, "get_eos_ids")
     if bos is None and tokenizer is not None:
         bos = tokenizer.bos_id
     if eos is None:
         eos = [tokenizer.eos_id] if tokenizer is not None and tokenizer.eos_id is not None else []
-    dyn_flag = _constant(program, "enable_dynamic_shape")
+    dyn_flag = constant(program, "enable_dynamic_shape")
     bound = sizes[1]
     if not kv:  # the whole sequence goes in every call, so the input's bound caps the context
         ctx = min(ctx, bound + 1)
@@ -102,13 +95,13 @@ def read_model_info(program: Program, tokenizer: Tokenizer | None = None) -> Mod
         max_seq_len=int(max_seq), max_context_len=ctx,
         vocab_size=int(vocab) if vocab is not None else (tokenizer.vocab_size if tokenizer else -1),
         bos_id=int(bos) if bos is not None else None, eos_ids=frozenset(int(e) for e in eos), use_kv_cache=kv,
-        use_sdpa_with_kv_cache=bool(_constant(program, "use_sdpa_with_kv_cache") or False),
+        use_sdpa_with_kv_cache=bool(constant(program, "use_sdpa_with_kv_cache") or False),
         enable_dynamic_shape=bool(dyn_flag) if dyn_flag is not None else False,
         cache_positions=kv and int(np.prod(meta.input_tensor_meta(1).sizes())) > 1,
         tokens_bound=int(bound), dynamic_tokens=tokens_info.is_dynamic())
 
 
-class TextLLMRunner:
+class TextLLMRunner(DecodeLoop):
     """Generate text with an LLM ``.pte``; the same calls as ``executorch.extension.llm.runner.TextLLMRunner``.
 
     Args:
@@ -173,10 +166,6 @@ class TextLLMRunner:
         self._check_fits(len(ids))
         self._prefill(ids)
 
-    def stop(self) -> None:
-        """Stop the running generation after the current token (safe to call from a callback or thread)."""
-        self._stop = True
-
     def reset(self) -> None:
         """Forget the conversation: the next prompt starts at position 0. Stats are cleared too."""
         self.stats.reset()
@@ -224,15 +213,6 @@ class TextLLMRunner:
                                        f"{self.info.max_context_len}-token context are left (reset() frees them)")
         return room
 
-    def _config(self, config: GenerationConfig | None, options: dict) -> GenerationConfig:
-        cfg = copy.copy(config) if config is not None else GenerationConfig(
-            echo=False, num_bos=1 if self.info.bos_id is not None else 0)
-        for name, value in options.items():
-            if name not in GenerationConfig.__slots__ and name != "temperature":
-                raise TypeError(f"unexpected generation option {name!r}")
-            setattr(cfg, name, value)
-        return cfg
-
     def _encode(self, prompt: str, config: GenerationConfig) -> list[int]:
         """Prompt ids with ``num_bos`` BOS / ``num_eos`` EOS ids: the model's own (``get_bos_id``,
         ``get_eos_ids``) first, the tokenizer's when the program does not say."""
@@ -264,8 +244,7 @@ class TextLLMRunner:
                                        f"free positions for a {len(ids)}-token prompt")
         st.num_prompt_tokens = len(ids)
         self._stop = False
-        return ids, max_new, Sampler(config.temperature, top_k=config.top_k, top_p=config.top_p, rng=rng,
-                                     seed=config.seed)
+        return ids, max_new, make_sampler(config, rng)
 
     def _pieces(self, prompt: str, config: GenerationConfig, rng) -> Iterator[str]:
         ids, max_new, sampler = self._start(prompt, config, rng)
@@ -279,38 +258,13 @@ class TextLLMRunner:
             yield tail
 
     def _timed_tokens(self, ids: list[int], max_new: int, sampler: Sampler) -> Iterator[int]:
-        st = self.stats
-        t_decode = 0.0
-        try:
-            for i, tok in enumerate(self._tokens(ids, max_new, sampler)):
-                if i == 0:
-                    st.first_token_ms = st.prompt_eval_end_ms = now_ms()
-                    t_decode = time.perf_counter()
-                    st.seconds["ttft"] = st.seconds["prefill"] = t_decode - self._t0
-                yield tok
-        finally:  # also when the caller stops iterating early
-            st.inference_end_ms = now_ms()
-            if t_decode:
-                st.seconds["decode"] = time.perf_counter() - t_decode
+        return self._timed(self._tokens(ids, max_new, sampler))
 
     def _tokens(self, ids: list[int], max_new: int, sampler: Sampler) -> Iterator[int]:
         """Prefill, then decode: the token ids, first one from the prompt's logits."""
-        st = self.stats
-        eos = self.info.eos_ids
-        st.on_sampling_begin()
-        tok = sampler.sample(self._prefill(ids))
-        st.on_sampling_end()
+        tok = self._sample(sampler, self._prefill(ids))
         yield tok
-        step = self._step
-        for _ in range(max_new - 1):
-            if tok in eos or self._stop:
-                return
-            logits = step(tok)
-            st.on_sampling_begin()
-            tok = sampler.sample(logits)
-            st.on_sampling_end()
-            st.num_generated_tokens += 1
-            yield tok
+        yield from self._decode(tok, max_new - 1, sampler)
 
     def _run(self, inputs: list) -> np.ndarray:
         """One forward call; the logits row of the last token."""

@@ -1,8 +1,9 @@
 """Tokenizers for text generation, through well-kept libraries, and a streaming UTF-8-safe detokenizer.
 
 :func:`load_tokenizer` looks at the file's *content* and picks the library: a HuggingFace ``tokenizer.json``
-(``tokenizers``), a tiktoken BPE file (``tiktoken``, with Llama 3's special tokens, as ExecuTorch assumes) or
-a SentencePiece model (``sentencepiece``). The libraries are the optional extra ``pterun[llm]``; a missing one
+(``tokenizers``), a Mistral ``tekken.json`` (``tiktoken``, in Mistral's layout: special tokens first), a tiktoken
+BPE file (``tiktoken``, with Llama 3's special tokens, as ExecuTorch assumes) or a SentencePiece model
+(``sentencepiece``). The libraries are the optional extra ``pterun[llm]``; a missing one
 raises an ImportError that says so. :class:`StreamDecoder` turns token ids into text one token at a time and
 holds a piece back until its characters are complete, so a character split across tokens is never shown
 broken. Example::
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 __all__ = ["Tokenizer", "load_tokenizer", "StreamDecoder", "HFTokenizer", "TiktokenTokenizer",
-           "SentencePieceTokenizer"]
+           "SentencePieceTokenizer", "TekkenTokenizer"]
 
 _EXTRA = "every tokenizer library: pip install 'pterun[llm]', or pip install -e '.[llm]' in a clone of pterun"
 _BOS_NAMES = ("<|begin_of_text|>", "<s>", "<bos>", "<|bos|>", "<|startoftext|>", "[BOS]")
@@ -71,6 +72,10 @@ class Tokenizer:
         """Text of ``ids`` (special tokens dropped; incomplete UTF-8 becomes U+FFFD)."""
         raise NotImplementedError
 
+    def token_to_id(self, token: str) -> int | None:
+        """The id of the token spelled ``token`` (a special token such as ``<image>``), or None."""
+        return None
+
 
 class HFTokenizer(Tokenizer):
     """A HuggingFace ``tokenizer.json`` through the ``tokenizers`` library."""
@@ -111,6 +116,9 @@ class HFTokenizer(Tokenizer):
         # special tokens come from bos/eos counts, not the post-processor, so they are never doubled
         return self._tok.encode(text, add_special_tokens=False).ids
 
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=True)
 
@@ -137,6 +145,15 @@ class TiktokenTokenizer(Tokenizer):
         self.special_ids = frozenset(special.values())
         self.bos_id = special.get("<|begin_of_text|>")
         self.eos_id = special.get("<|end_of_text|>")
+        self._special = special
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self._special:
+            return self._special[token]
+        try:
+            return self._enc.encode_single_token(token.encode())
+        except KeyError:
+            return None
 
     def _encode(self, text: str) -> list[int]:
         return self._enc.encode(text, disallowed_special=())
@@ -160,8 +177,73 @@ class SentencePieceTokenizer(Tokenizer):
     def _encode(self, text: str) -> list[int]:
         return self._sp.encode(text)
 
+    def token_to_id(self, token: str) -> int | None:
+        i = self._sp.piece_to_id(token)
+        return None if i == self._sp.unk_id() and token != self._sp.id_to_piece(i) else int(i)
+
     def decode(self, ids: Sequence[int]) -> str:
         return self._sp.decode([int(i) for i in ids])
+
+
+class TekkenTokenizer(Tokenizer):
+    """A Mistral ``tekken.json`` through ``tiktoken``: ``default_num_special_tokens`` special tokens take the first
+    ids (named by ``special_tokens``, the rest ``<SPECIAL_i>``), then the BPE vocabulary, cut to
+    ``default_vocab_size``, split by ``config.pattern``. A special token's name in the text (``[INST]``,
+    ``[BEGIN_AUDIO]``) becomes its id, as ExecuTorch's Tekken tokenizer does (runners write prompts that way)."""
+
+    _V1_SPECIALS = ("<unk>", "<s>", "</s>")  # files without a special_tokens list
+
+    def __init__(self, path: str | os.PathLike):
+        tiktoken = _need("tiktoken", "a Mistral tekken.json")
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            cfg = data["config"]
+            n_special = int(cfg.get("default_num_special_tokens", len(self._V1_SPECIALS)))
+            vocab = data["vocab"]
+            size = int(cfg.get("default_vocab_size", len(vocab) + n_special))
+            ranks = {base64.b64decode(e["token_bytes"]): int(e["rank"]) for e in vocab[:size - n_special]}
+            pattern = cfg["pattern"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}: not a tekken.json pterun can read ({type(e).__name__}: {e})") from None
+        names = [f"<SPECIAL_{i}>" for i in range(n_special)]
+        listed = data.get("special_tokens")
+        for i, t in (((int(t["rank"]), t["token_str"]) for t in listed) if listed else
+                     enumerate(self._V1_SPECIALS)):
+            if 0 <= i < n_special:
+                names[i] = t
+        self._enc = tiktoken.Encoding(name=Path(path).name, pat_str=pattern, mergeable_ranks=ranks,
+                                      special_tokens={})
+        self._n_special = n_special
+        self._special = {t: i for i, t in enumerate(names)}
+        # longest names first, so that a name containing another is matched whole
+        self._split = re.compile("(" + "|".join(re.escape(t) for t in sorted(self._special, key=len, reverse=True))
+                                 + ")") if self._special else None
+        self.vocab_size = n_special + len(ranks)
+        self.special_ids = frozenset(range(n_special))
+        self.bos_id = self._special.get("<s>")
+        self.eos_id = self._special.get("</s>")
+
+    def _encode(self, text: str) -> list[int]:
+        n = self._n_special
+        ids: list[int] = []
+        for i, part in enumerate(self._split.split(text) if self._split else [text]):
+            if i % 2:  # the captured separators are special-token names
+                ids.append(self._special[part])
+            elif part:
+                ids.extend(t + n for t in self._enc.encode_ordinary(part))
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        n = self._n_special
+        return self._enc.decode([i - n for i in ids if i >= n], errors="replace")
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self._special:
+            return self._special[token]
+        try:
+            return self._enc.encode_single_token(token.encode()) + self._n_special
+        except KeyError:
+            return None
 
 
 _TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} \d+$")
@@ -180,6 +262,9 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         head = f.read(4096)
     stripped = head.lstrip()
     if stripped.startswith(b"{"):
+        # tekken.json opens with its config; a HuggingFace tokenizer.json has no such keys
+        if b'"default_num_special_tokens"' in head or b'"num_vocab_tokens"' in head:
+            return TekkenTokenizer(path)
         return HFTokenizer(path)
     lines = [ln for ln in head.splitlines() if ln.strip()]
     if len(head) == 4096 and len(lines) > 1:
@@ -188,8 +273,8 @@ def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
         return TiktokenTokenizer(path)
     if head[:1] == b"\x0a":  # a protobuf whose field 1 (the pieces) comes first: SentencePiece's ModelProto
         return SentencePieceTokenizer(path)
-    raise ValueError(f"{path}: not a tokenizer pterun can read (expected a HuggingFace tokenizer.json, a tiktoken "
-                     "BPE file or a SentencePiece .model)")
+    raise ValueError(f"{path}: not a tokenizer pterun can read (expected a HuggingFace tokenizer.json, a Mistral "
+                     "tekken.json, a tiktoken BPE file or a SentencePiece .model)")
 
 
 class StreamDecoder:
