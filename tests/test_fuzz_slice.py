@@ -8,9 +8,11 @@ The long campaign is ``python tools/fuzz.py --cases 200000`` (README, "Errors").
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -90,16 +92,28 @@ def _current_rss() -> int:
 
 def test_the_harness_counts_what_it_claims_to():
     # a worker killed by a signal is a crash, a case past the time limit a hang, a non-pterun exception
-    # undocumented, a worker past the RSS limit a memory blow-up; pterun's own errors are not findings
-    targets = fuzz.selftest_targets()  # taken in turn; the leaking one touches 120 MiB
-    here = _current_rss()  # a forked worker starts at this RSS (not at this process's past peak)
-    c = fuzz.Campaign(targets, 1, 12, workers=1, hang_s=3.0, rss_limit=here + (50 << 20)).run()
+    # undocumented, a worker past the RSS limit a memory blow-up; pterun's own errors are not findings. The
+    # campaign runs from a fresh process, as tools/fuzz.py does: a worker's peak RSS starts from its parent's,
+    # and a long test session's is hundreds of MiB of memory a forked worker does not even hold
+    script = textwrap.dedent(inspect.getsource(_current_rss)) + textwrap.dedent(f"""
+        import importlib.util, json, os, resource
+        spec = importlib.util.spec_from_file_location("pterun_fuzz", {str(TOOL)!r})
+        fuzz = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(fuzz)
+        here = {_current_rss.__name__}()  # now, not the peak: that of the process that started this one survives exec
+        targets = fuzz.selftest_targets()  # taken in turn; the leaking one touches 120 MiB
+        c = fuzz.Campaign(targets, 1, 12, workers=1, hang_s=3.0, rss_limit=here + (50 << 20)).run()
+        print(json.dumps({{"findings": c.findings, "totals": c.totals()}}))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
     outcomes = {}
-    for line in c.findings:
+    for line in got["findings"]:
         name = line.split("(", 1)[1].split(")")[0].split(", ")[1]
         outcomes.setdefault(name, set()).add(line.split("): ")[1].split()[0])
     assert outcomes == {"crash": {"crash"}, "hang": {"hang"}, "undocumented": {"undocumented"},
-                        f"rss {120 << 20}": {"memory"}}, c.findings
-    t = c.totals()
+                        f"rss {120 << 20}": {"memory"}}, got["findings"]
+    t = got["totals"]
     assert (t["cases"], t["crash"], t["hang"], t["undocumented"], t["memory"], t["error"], t["ok"]) == \
         (12, 2, 2, 2, 2, 2, 2)
