@@ -44,6 +44,8 @@ DEFAULT_VENVS = Path.home() / ".cache" / "pterun-releases"
 RELEASES = ["0.4.0", "0.5.0", "0.6.0", "0.7.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.1", "1.5.1"]
 # releases whose wheel does not name its torch: the one it was released with
 TORCH_OVERRIDE = {"1.5.1": "torch==2.14.1"}
+# what the LLM exporter of releases before 1.0 imports without declaring it (1.0 depends on pytorch-tokenizers)
+EXPORTER_EXTRAS = {r: ["huggingface_hub", "tiktoken", "sentencepiece"] for r in ("0.4.0", "0.5.0", "0.6.0", "0.7.0")}
 
 
 def _run(cmd: list[str], **kw) -> None:
@@ -93,8 +95,77 @@ def create_venv(release: str, venvs: Path) -> Path:
     _run([str(python), "-m", "pip", "install", "-q", "--no-cache-dir", "--upgrade", "pip"])
     torch_req = torch_requirement(release, python)
     _run([str(python), "-m", "pip", "install", "--no-cache-dir", "--progress-bar", "off",
-          f"executorch=={release}", torch_req])
+          f"executorch=={release}", torch_req, *EXPORTER_EXTRAS.get(release, [])])
     return python
+
+
+README_HEAD = """\
+# The release matrix: the same programs exported by every ExecuTorch release
+
+`<release>/` holds programs exported with that ExecuTorch release (and the torch it was built for), each with
+`<program>.npz`: its inputs and **that release's own runtime's** outputs (`executorch.runtime`, with the XNNPACK
+backend the release's wheel ships), in the layout of `../README.md` (`__manifest__` = JSON list of calls run in
+order on one loaded program, arrays `c<call>_in<i>` / `c<call>_out<j>`). `<release>/manifest.json` gives the
+versions and, per program, what it is, its files, its instruction sequence (`K` kernel call, `D` delegate call),
+the number of XNNPACK delegate calls, the file's header facts and the gap to eager PyTorch; a program the release
+could not export is listed with `exported: false` and the reason.
+
+`tests/test_releases.py` runs every committed program in pterun on both engines (`numpy`, `auto`), with
+`merge_delegates` and `fold` each on and off, against the recorded outputs (float: 1e-4 of the output's scale;
+dynamically quantized: 1e-3; outputs dequantized from static int8: one quantization step; integers exact).
+
+Regenerate (from the repository root; any Python 3.11, it creates one virtual environment per release outside
+the repository, in `~/.cache/pterun-releases`, and deletes each when its release is done):
+
+```
+python3 tools/release_matrix.py                    # every release (each installs ~3-5 GB of CUDA torch)
+python3 tools/release_matrix.py 0.6.0 1.0.1        # some releases
+python3 tools/release_matrix.py 1.0.1 --programs xnn_cnn llm --keep-venvs
+python3 tools/release_matrix.py --readme           # only rewrite this README from the manifests
+```
+
+The programs are `tools/releases/programs.py`; what differs between releases' export APIs is
+`tools/releases/compat.py`, one commented branch per change. `tools/releases/format_facts.py` prints the file
+format features each release's files use, as pterun reads them.
+"""
+
+
+def _release_key(r: str) -> tuple:
+    return tuple(int(x) for x in r.split("."))
+
+
+def write_readme(out: Path) -> None:
+    """README.md of the fixture root: the table of releases x programs, from the manifests."""
+    import json
+    manifests = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/manifest.json")}
+    releases = sorted(manifests, key=_release_key)
+    programs = sorted({n for m in manifests.values() for n in m["programs"]})
+    lines = [README_HEAD, "## Releases", "", "| ExecuTorch | torch | torchao | Python |", "|---|---|---|---|"]
+    lines += [f"| {r} | {m['torch']} | {m.get('torchao') or '-'} | {m['python']} |" for r, m in
+              ((r, manifests[r]) for r in releases)]
+    lines += ["", "## Programs", "", "Cell: `ok` exported and recorded, with `nD` = n XNNPACK delegate calls "
+              "(`DD`: two of them back to back); `-` not exported (reason below).", ""]
+    lines += ["| program | " + " | ".join(releases) + " |", "|---" * (len(releases) + 1) + "|"]
+    reasons = []
+    for name in programs:
+        cells = []
+        for r in releases:
+            e = manifests[r]["programs"].get(name)
+            if e is None:
+                cells.append("")
+            elif e["exported"]:
+                n = e["xnnpack_delegates"]
+                b2b = any(p["back_to_back"] for p in e["methods"].values())
+                cells.append("ok" + (f" {n}D" if n else "") + (" DD" if b2b else ""))
+            else:
+                cells.append("-")
+                reasons.append(f"* {r} `{name}`: {e['reason']}")
+        lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
+    whats = {n: next(m["programs"][n]["what"] for m in manifests.values() if n in m["programs"]) for n in programs}
+    lines += ["", "What each program is:", ""] + [f"* `{n}`: {w}" for n, w in whats.items()]
+    if reasons:
+        lines += ["", "## Not exported", ""] + reasons
+    (out / "README.md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv=None) -> int:
@@ -107,7 +178,11 @@ def main(argv=None) -> int:
     ap.add_argument("--python", action="append", default=[], metavar="RELEASE=PYTHON",
                     help="use this existing interpreter for RELEASE instead of creating an environment")
     ap.add_argument("--out", type=Path, default=OUT, help="fixture root (default tests/fixtures/releases)")
+    ap.add_argument("--readme", action="store_true", help="only rewrite the README's table from the manifests")
     args = ap.parse_args(argv)
+    if args.readme:
+        write_readme(args.out)
+        return 0
     venvs = args.venvs.expanduser().resolve()
     if venvs == REPO or REPO in venvs.parents:
         ap.error("--venvs must be outside the repository")
@@ -127,6 +202,7 @@ def main(argv=None) -> int:
         finally:
             if release not in given and not args.keep_venvs and (venvs / f"et-{release}").exists():
                 shutil.rmtree(venvs / f"et-{release}")
+    write_readme(args.out)
     if failed:
         print(f"failed releases: {failed}", file=sys.stderr)
     return 1 if failed else 0

@@ -37,8 +37,8 @@ class Unsupported(Exception):
 
 
 def ensure_flatc() -> None:
-    """0.4.0 serializes programs by running ``flatc``, which it looks up on PATH (or $FLATC_EXECUTABLE); its wheel
-    ships one in ``executorch/data/bin``. Later releases find their own (0.5 falls back to the packaged one)."""
+    """Older releases (seen with 0.4.0 and 0.6.0) serialize programs by running ``flatc`` from PATH; their wheels
+    ship one in ``executorch/data/bin`` that they do not put there themselves. Harmless for later releases."""
     if shutil.which("flatc"):
         return
     import executorch

@@ -221,6 +221,7 @@ def export_one(name: str, out: Path) -> dict:
         pte.unlink()
     gap = eager_gap(spec, manifest, arrays)
     plans = describe_plans(data)
+    entry.update(spec.notes)
     entry.update(exported=True, files=files, recorded_with=via, calls=len(manifest), pte_bytes=len(data),
                  header=header_facts(data), methods=plans,
                  xnnpack_delegates=sum(p["delegate_calls"] for p in plans.values()),
