@@ -135,8 +135,8 @@ def test_manifest_is_complete(release):
     """Every program the exporter knows is either committed with its files or has the reason it is missing."""
     m = _manifest(release)
     assert m["executorch"] == release and m["torch"] and m["python"]
-    expected = {"mlp", "cnn", "xnn_cnn", "xnn_mlp_dynamic", "xnn_transformer", "xnn_qint8_cnn", "multi_method",
-                "xnn_8da4w", "ext_mlp", "bundled_mlp", "llm"}
+    expected = {"portable_mlp", "portable_cnn", "portable_multi_method", "xnnpack_cnn", "xnnpack_mlp_dynamic",
+                "xnnpack_transformer", "xnnpack_qint8_cnn", "xnnpack_8da4w", "ptd_mlp", "bundled_mlp", "llama"}
     assert set(m["programs"]) == expected
     for name, e in m["programs"].items():
         if e["exported"]:

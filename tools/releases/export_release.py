@@ -67,8 +67,10 @@ def load_program(pte: Path, ptd: Path | None):
         from executorch.extension.pybindings import portable_lib
         try:
             module = portable_lib._load_for_executorch(str(pte), str(ptd))
-        except TypeError as e:
-            raise compat.Unsupported(f"ExecuTorch {compat.ET_VERSION}'s runtime cannot load a .ptd: {e}") from e
+        except TypeError as e:  # its message lists the signatures and this machine's paths: keep neither
+            raise compat.Unsupported(f"ExecuTorch {compat.ET_VERSION}'s runtime cannot load a .ptd: neither "
+                                     "Runtime.load_program nor portable_lib._load_for_executorch takes a data file "
+                                     "(it writes one with write_tensor_data_to_file)") from e
         return (lambda name, inputs: list(module.run_method(name, tuple(inputs)))), \
             "portable_lib._load_for_executorch(pte, ptd)"
     methods = {}
@@ -168,6 +170,11 @@ def header_facts(data: bytes) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------------------------
+def _short(e: Exception, out: Path) -> str:
+    """First line of an error, with the output folder's path taken out (no machine paths in the manifest)."""
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:300]}".replace(str(out.resolve()), "").replace(str(out), "")
+
+
 def export_one(name: str, out: Path) -> dict:
     spec = PROGRAMS[name]()
     entry = {"what": spec.what, "kind": spec.kind}
@@ -177,7 +184,7 @@ def export_one(name: str, out: Path) -> dict:
         return dict(entry, exported=False, reason=str(e))
     except Exception as e:  # noqa: BLE001  (a release that cannot export it: recorded, never faked)
         traceback.print_exc()
-        return dict(entry, exported=False, reason=f"export failed: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+        return dict(entry, exported=False, reason=f"export failed: {_short(e, out)}")
     data = bytes(et_program.buffer)
     pte = out / f"{name}.pte"  # a bundled program's .pte is only a step: the .bpte embeds it
     pte.write_bytes(data)
@@ -206,7 +213,7 @@ def export_one(name: str, out: Path) -> dict:
         for f in files + [pte.name]:
             (out / f).unlink(missing_ok=True)
         return dict(entry, exported=False,
-                    reason=f"the release's runtime failed on it: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+                    reason=f"the release's runtime failed on it: {_short(e, out)}")
     np.savez_compressed(out / f"{name}.npz", __manifest__=np.array(json.dumps(manifest)), **arrays)
     files.append(f"{name}.npz")
     if spec.bundled:

@@ -124,7 +124,7 @@ def _calls(method: str, *inputs_per_call) -> list:
     return [{"method": method, "inputs": list(ins)} for ins in inputs_per_call]
 
 
-@program("mlp")
+@program("portable_mlp")
 def mlp() -> Spec:
     g = _seed(1)
     m = MLP().eval()
@@ -133,7 +133,7 @@ def mlp() -> Spec:
                 _calls("forward", (x,), (_randn(g, 4, 16),)), {"forward": m})
 
 
-@program("cnn")
+@program("portable_cnn")
 def cnn() -> Spec:
     g = _seed(2)
     m = CNN().eval()
@@ -142,28 +142,28 @@ def cnn() -> Spec:
                 lambda: compat.lower_portable(compat.export(m, (x,))), _calls("forward", (x,)), {"forward": m})
 
 
-@program("xnn_cnn")
+@program("xnnpack_cnn")
 def xnn_cnn() -> Spec:
     g = _seed(2)
     m = CNN().eval()
     x = _randn(g, 2, 3, 8, 8)
-    return Spec("the cnn program lowered to XNNPACK fp32 (0.6/1.0: two delegate calls, flatten only in the "
+    return Spec("the CNN of portable_cnn lowered to XNNPACK fp32 (0.6/1.0: two delegate calls, flatten only in the "
                 "memory plan)", lambda: compat.lower_xnnpack(compat.export(m, (x,))),
                 _calls("forward", (x,), (_randn(g, 2, 3, 8, 8),)), {"forward": m})
 
 
-@program("xnn_mlp_dynamic")
+@program("xnnpack_mlp_dynamic")
 def xnn_mlp_dynamic() -> Spec:
     g = _seed(3)
     m = MLP().eval()
     x = _randn(g, 4, 16)
     batch = torch.export.Dim("batch", min=1, max=8)
-    return Spec("the MLP on XNNPACK with a dynamic batch (Dim 1..8); calls with 3, 8 and 1 rows",
+    return Spec("the MLP of portable_mlp on XNNPACK with a dynamic batch (Dim 1..8); calls with 3, 8 and 1 rows",
                 lambda: compat.lower_xnnpack(compat.export(m, (x,), dynamic_shapes={"x": {0: batch}})),
                 _calls("forward", (_randn(g, 3, 16),), (_randn(g, 8, 16),), (_randn(g, 1, 16),)), {"forward": m})
 
 
-@program("xnn_transformer")
+@program("xnnpack_transformer")
 def xnn_transformer() -> Spec:
     g = _seed(4)
     m = Block().eval()
@@ -173,18 +173,18 @@ def xnn_transformer() -> Spec:
                 _calls("forward", (x,), (_randn(g, 2, 6, 32),)), {"forward": m})
 
 
-@program("xnn_qint8_cnn")
+@program("xnnpack_qint8_cnn")
 def xnn_qint8_cnn() -> Spec:
     g = _seed(5)
     m = CNN().eval()
     x = _randn(g, 2, 3, 8, 8)
     calib = [(_randn(g, 2, 3, 8, 8),) for _ in range(8)]
-    return Spec("the cnn program, PT2E static int8 (symmetric, per-channel weights) on XNNPACK",
+    return Spec("the CNN of portable_cnn, PT2E static int8 (symmetric, per-channel weights) on XNNPACK",
                 lambda: compat.lower_xnnpack(compat.pt2e_quantize(m, (x,), calib)),
                 _calls("forward", (x,), (_randn(g, 2, 3, 8, 8),)), {"forward": m}, kind="qint8")
 
 
-@program("multi_method")
+@program("portable_multi_method")
 def multi_method() -> Spec:
     g = _seed(6)
     fwd, enc = MLP().eval(), Encoder().eval()
@@ -202,7 +202,7 @@ def multi_method() -> Spec:
                 "get_max_seq_len=64, get_scale=0.5, portable", build, calls, {"forward": fwd, "encode": enc})
 
 
-@program("xnn_8da4w")
+@program("xnnpack_8da4w")
 def xnn_8da4w() -> Spec:
     g = _seed(7)
     m = Linear8da4w().eval()
@@ -219,7 +219,7 @@ def xnn_8da4w() -> Spec:
                 notes=notes)
 
 
-@program("ext_mlp")
+@program("ptd_mlp")
 def ext_mlp() -> Spec:
     g = _seed(8)
     m = MLP().eval()
@@ -229,8 +229,8 @@ def ext_mlp() -> Spec:
         config = compat.external_constants_config()
         return compat.lower_portable(compat.export(m, (x,)), backend_config=config)
 
-    return Spec("the MLP with every constant in ext_mlp.ptd (external_constants=True), portable", build,
-                _calls("forward", (x,)), {"forward": m}, external_data=True)
+    return Spec("the MLP of portable_mlp with every constant in ptd_mlp.ptd (external_constants=True), portable",
+                build, _calls("forward", (x,)), {"forward": m}, external_data=True)
 
 
 @program("bundled_mlp")
@@ -238,7 +238,8 @@ def bundled_mlp() -> Spec:
     g = _seed(9)
     m = MLP().eval()
     x = _randn(g, 4, 16)
-    return Spec("the MLP as a bundled program (.bpte) with two test cases (expected outputs from eager PyTorch)",
+    return Spec("the MLP of portable_mlp as a bundled program (.bpte) with two test cases (expected outputs from "
+                "eager PyTorch)",
                 lambda: compat.lower_portable(compat.export(m, (x,))),
                 _calls("forward", (x,), (_randn(g, 4, 16),)), {"forward": m}, bundled=True)
 
@@ -249,7 +250,7 @@ LLM_PARAMS = {"dim": 64, "n_layers": 2, "n_heads": 4, "n_kv_heads": 2, "vocab_si
 LLM_MAX_SEQ = 32
 
 
-@program("llm")
+@program("llama")
 def llm() -> Spec:
     g = _seed(10)
     prompt = torch.randint(0, LLM_PARAMS["vocab_size"], (1, 5), generator=g)
