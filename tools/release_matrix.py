@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import email.parser
+import json
 import os
 import re
 import shutil
@@ -86,7 +87,7 @@ def create_venv(release: str, venvs: Path) -> Path:
     venv = venvs / f"et-{release}"
     python = venv / "bin" / "python"
     if python.exists():
-        probe = subprocess.run([str(python), "-c", "import torch, executorch"], capture_output=True)
+        probe = subprocess.run([str(python), "-c", "import torch, executorch"], capture_output=True, check=False)
         if probe.returncode == 0:
             return python
         shutil.rmtree(venv)
@@ -130,21 +131,42 @@ format features each release's files use, as pterun reads them.
 """
 
 
+README_NOTES = """\
+## Notes
+
+* torch: each release gets the torch its wheel's `Requires-Dist` names, narrowed to the first minor series
+  (1.3.1 says `torch>=2.12.0a0`: 2.12.1; a newer torch does not import its compiled extensions). 1.5.1's wheel
+  names none: torch 2.14.1, the reference environment's. The torch wheels on the index are CUDA builds; where a
+  CPU build of the same version is at hand pip takes it (1.4.1: `2.13.0+cpu`), which exports the same programs.
+* The LLM exporters of 0.4-0.7 import `huggingface_hub`, `tiktoken` and `sentencepiece` without declaring them:
+  the script installs them. The tiny Llama is exported with `-kv` but without `--use_sdpa_with_kv_cache` (0.4-0.6
+  wheels ship no custom-ops library for their runtime to run `llama::sdpa_with_kv_cache` with).
+* 0.4.0 and 0.6.0 serialize by running `flatc` from PATH; their wheels ship one (`executorch/data/bin/flatc`),
+  which the export script puts on PATH.
+* `.ptd`: 0.5.0 has `external_constants` but cannot write the data file; 0.6.0 and 0.7.0 write one but their
+  runtime cannot load it (`Runtime.load_program` and `_load_for_executorch` take no data path), so there is nothing
+  of their own to record; 1.0-1.4 load it with `portable_lib._load_for_executorch(pte, ptd)`, 1.5 with
+  `Runtime.load_program(..., data_path=)`.
+* 8da4w needs torchao, which 0.4.0 and 0.5.0 do not depend on. The program takes 4 rows: with 3 rows ExecuTorch
+  0.6.0's own runtime returns an all-zero last row (rows 0-1 agree with pterun and eager PyTorch to 1e-3).
+"""
+
+
 def _release_key(r: str) -> tuple:
     return tuple(int(x) for x in r.split("."))
 
 
 def write_readme(out: Path) -> None:
     """README.md of the fixture root: the table of releases x programs, from the manifests."""
-    import json
     manifests = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/manifest.json")}
     releases = sorted(manifests, key=_release_key)
     programs = sorted({n for m in manifests.values() for n in m["programs"]})
     lines = [README_HEAD, "## Releases", "", "| ExecuTorch | torch | torchao | Python |", "|---|---|---|---|"]
     lines += [f"| {r} | {m['torch']} | {m.get('torchao') or '-'} | {m['python']} |" for r, m in
               ((r, manifests[r]) for r in releases)]
-    lines += ["", "## Programs", "", "Cell: `ok` exported and recorded, with `nD` = n XNNPACK delegate calls "
-              "(`DD`: two of them back to back); `-` not exported (reason below).", ""]
+    legend = ("Cell: `ok` exported and recorded, with `nD` = n XNNPACK delegate calls (`DD`: two of them back to "
+              "back); `-` not exported (reason below).")
+    lines += ["", "## Programs", "", legend, ""]
     lines += ["| program | " + " | ".join(releases) + " |", "|---" * (len(releases) + 1) + "|"]
     reasons = []
     for name in programs:
@@ -159,12 +181,13 @@ def write_readme(out: Path) -> None:
                 cells.append("ok" + (f" {n}D" if n else "") + (" DD" if b2b else ""))
             else:
                 cells.append("-")
-                reasons.append(f"* {r} `{name}`: {e['reason']}")
+                reasons.append((_release_key(r), f"* {r} `{name}`: {e['reason']}"))
         lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
     whats = {n: next(m["programs"][n]["what"] for m in manifests.values() if n in m["programs"]) for n in programs}
     lines += ["", "What each program is:", ""] + [f"* `{n}`: {w}" for n, w in whats.items()]
     if reasons:
-        lines += ["", "## Not exported", ""] + reasons
+        lines += ["", "## Not exported", ""] + [line for _, line in sorted(reasons)]
+    lines += ["", README_NOTES]
     (out / "README.md").write_text("\n".join(lines) + "\n")
 
 

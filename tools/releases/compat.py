@@ -42,7 +42,7 @@ def ensure_flatc() -> None:
     if shutil.which("flatc"):
         return
     import executorch
-    flatc = Path(list(executorch.__path__)[0]) / "data" / "bin" / "flatc"  # a namespace package: no __file__
+    flatc = Path(next(iter(executorch.__path__))) / "data" / "bin" / "flatc"  # a namespace package: no __file__
     if flatc.exists():
         os.environ["PATH"] = f"{flatc.parent}{os.pathsep}{os.environ.get('PATH', '')}"
         os.environ.setdefault("FLATC_EXECUTABLE", str(flatc))
@@ -94,15 +94,21 @@ def pt2e_quantize(module, args, calibration: list[tuple]) -> torch.export.Export
     * 0.7.0 and later: ExecuTorch's quantizer on torchao's PT2E (``torchao.quantization.pt2e``)."""
     if ET < (0, 6):
         from torch.ao.quantization.quantize_pt2e import convert_pt2e, prepare_pt2e
-        from torch.ao.quantization.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
-                                                                       get_symmetric_quantization_config)
+        from torch.ao.quantization.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
     elif ET < (0, 7):
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
-                                                                             get_symmetric_quantization_config)
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
         from torch.ao.quantization.quantize_pt2e import convert_pt2e, prepare_pt2e
     else:
-        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
-                                                                             get_symmetric_quantization_config)
+        from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+            XNNPACKQuantizer,
+            get_symmetric_quantization_config,
+        )
         from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
     gm = _capture_for_quantization(module, args)
     prepared = prepare_pt2e(gm, XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True)))

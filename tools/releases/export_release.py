@@ -26,11 +26,11 @@ import torch
 
 warnings.filterwarnings("ignore")
 
-import compat  # noqa: E402  (this folder is on sys.path: the script's own)
+import compat  # this folder is on sys.path: the script's own
 
-compat.ensure_flatc()  # 0.4.0 serializes through flatc on PATH: set it before executorch serializes anything
+compat.ensure_flatc()  # 0.4.0 and 0.6.0 serialize through flatc on PATH: set it before anything is serialized
 
-from programs import PROGRAMS, Spec  # noqa: E402
+from programs import PROGRAMS, Spec
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -41,8 +41,8 @@ def _load_kernels() -> None:
     for mod in ("executorch.kernels.quantized", "executorch.extension.llm.custom_ops.custom_ops"):
         try:
             __import__(mod)
-        except Exception:  # noqa: BLE001  (absent from older wheels: those programs don't need them)
-            pass
+        except Exception as e:  # noqa: BLE001  (absent from older wheels: those programs don't need them)
+            print(f"  ({mod} not loaded: {type(e).__name__})")
 
 
 def load_program(pte: Path, ptd: Path | None):

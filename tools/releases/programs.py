@@ -20,11 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import compat
 import torch
 import torch.nn.functional as F
 from torch import nn
-
-import compat
 
 
 @dataclass
