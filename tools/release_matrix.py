@@ -45,8 +45,10 @@ DEFAULT_VENVS = Path.home() / ".cache" / "pterun-releases"
 RELEASES = ["0.4.0", "0.5.0", "0.6.0", "0.7.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.1", "1.5.1"]
 # releases whose wheel does not name its torch: the one it was released with
 TORCH_OVERRIDE = {"1.5.1": "torch==2.14.1"}
-# what the LLM exporter of releases before 1.0 imports without declaring it (1.0 depends on pytorch-tokenizers)
+# what the LLM exporter of releases before 1.0 imports without declaring it (1.0 depends on pytorch-tokenizers);
+# 0.5.0's also imports torchao (through its Vulkan passes) and names none: the torchao released for torch 2.6
 EXPORTER_EXTRAS = {r: ["huggingface_hub", "tiktoken", "sentencepiece"] for r in ("0.4.0", "0.5.0", "0.6.0", "0.7.0")}
+EXPORTER_EXTRAS["0.5.0"].append("torchao==0.8.0")
 
 
 def _run(cmd: list[str], **kw) -> None:

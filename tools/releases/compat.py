@@ -14,6 +14,7 @@ reason in the release's manifest instead of exporting something else under the s
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -121,13 +122,14 @@ def quantize_8da4w(module, group_size: int = 32) -> str:
     """Quantize ``module``'s linears in place to int8 dynamic activations x int4 grouped weights; returns the
     recipe's name for the manifest.
 
-    * 0.4.0, 0.5.0: the release does not depend on torchao (its LLM exporter imports one the user installs),
-      so there is no 8da4w here: ``Unsupported``.
-    * 0.6.0 (torchao 0.10) .. 1.0.1 (torchao 0.14): ``Int8DynActInt4WeightQuantizer``, the quantizer the LLM
-      exporter of those releases uses for ``-qmode 8da4w``.
+    * 0.4.0, 0.5.0: the release does not depend on torchao (its LLM exporter imports one the user installs):
+      ``Unsupported`` unless one is installed (tools/release_matrix.py installs torchao 0.8.0 for 0.5.0, whose
+      exporter cannot be imported without it).
+    * 0.5.0 with torchao, 0.6.0 (torchao 0.10) .. 1.0.1 (torchao 0.14): ``Int8DynActInt4WeightQuantizer``, the
+      quantizer the LLM exporter of those releases uses for ``-qmode 8da4w``.
     * 1.1.0 (torchao 0.15) and later: ``quantize_`` with ``Int8DynamicActivationIntxWeightConfig(int4,
       PerGroup)``, what the exporter moved to."""
-    if ET < (0, 6):
+    if ET < (0, 6) and importlib.util.find_spec("torchao") is None:
         raise Unsupported(f"ExecuTorch {ET_VERSION} does not depend on torchao, which 8da4w needs")
     if ET < (1, 1):
         from torchao.quantization.quant_api import Int8DynActInt4WeightQuantizer
