@@ -49,6 +49,8 @@ TORCH_OVERRIDE = {"1.5.1": "torch==2.14.1"}
 # 0.5.0's also imports torchao (through its Vulkan passes) and names none: the torchao released for torch 2.6
 EXPORTER_EXTRAS = {r: ["huggingface_hub", "tiktoken", "sentencepiece"] for r in ("0.4.0", "0.5.0", "0.6.0", "0.7.0")}
 EXPORTER_EXTRAS["0.5.0"].append("torchao==0.8.0")
+# 0.7.0's LLM builder imports pytorch_tokenizers, declared only from 1.0: the oldest on the index
+EXPORTER_EXTRAS["0.7.0"].append("pytorch-tokenizers==1.0.1")
 
 
 def _run(cmd: list[str], **kw) -> None:
