@@ -142,8 +142,9 @@ README_NOTES = """\
   (1.3.1 says `torch>=2.12.0a0`: 2.12.1; a newer torch does not import its compiled extensions). 1.5.1's wheel
   names none: torch 2.14.1, the reference environment's. The torch wheels on the index are CUDA builds; where a
   CPU build of the same version is at hand pip takes it (1.4.1: `2.13.0+cpu`), which exports the same programs.
-* The LLM exporters of 0.4-0.7 import `huggingface_hub`, `tiktoken` and `sentencepiece` without declaring them:
-  the script installs them. The tiny Llama is exported with `-kv` but without `--use_sdpa_with_kv_cache` (0.4-0.6
+* The LLM exporters of 0.4-0.7 import `huggingface_hub`, `tiktoken` and `sentencepiece` without declaring them,
+  0.5.0's also `torchao` (through its Vulkan passes; torchao 0.8.0, the one for torch 2.6) and 0.7.0's
+  `pytorch_tokenizers` (1.0.1, the oldest on the index): the script installs them. The tiny Llama is exported with `-kv` but without `--use_sdpa_with_kv_cache` (0.4-0.6
   wheels ship no custom-ops library for their runtime to run `llama::sdpa_with_kv_cache` with).
 * 0.4.0 and 0.6.0 serialize by running `flatc` from PATH; their wheels ship one (`executorch/data/bin/flatc`),
   which the export script puts on PATH.
@@ -151,7 +152,7 @@ README_NOTES = """\
   runtime cannot load it (`Runtime.load_program` and `_load_for_executorch` take no data path), so there is nothing
   of their own to record; 1.0-1.4 load it with `portable_lib._load_for_executorch(pte, ptd)`, 1.5 with
   `Runtime.load_program(..., data_path=)`.
-* 8da4w needs torchao, which 0.4.0 and 0.5.0 do not depend on. The program takes 4 rows: with 3 rows ExecuTorch
+* 8da4w needs torchao, which 0.4.0 and 0.5.0 do not depend on (0.5.0's is the one installed for its exporter). The program takes 4 rows: with 3 rows ExecuTorch
   0.6.0's own runtime returns an all-zero last row (rows 0-1 agree with pterun and eager PyTorch to 1e-3).
 """
 
