@@ -49,6 +49,8 @@ TORCH_OVERRIDE = {"1.5.1": "torch==2.14.1"}
 # 0.5.0's also imports torchao (through its Vulkan passes) and names none: the torchao released for torch 2.6
 EXPORTER_EXTRAS = {r: ["huggingface_hub", "tiktoken", "sentencepiece"] for r in ("0.4.0", "0.5.0", "0.6.0", "0.7.0")}
 EXPORTER_EXTRAS["0.5.0"].append("torchao==0.8.0")
+# 0.4.0's exporter runs without torchao, but its 8da4w needs one: the torchao released with torch 2.5
+EXPORTER_EXTRAS["0.4.0"].append("torchao==0.6.1")
 # 0.7.0's LLM builder imports pytorch_tokenizers, declared only from 1.0: the oldest on the index
 EXPORTER_EXTRAS["0.7.0"].append("pytorch-tokenizers==1.0.1")
 
@@ -125,7 +127,7 @@ the repository, in `~/.cache/pterun-releases`, and deletes each when its release
 ```
 python3 tools/release_matrix.py                    # every release (each installs ~3-5 GB of CUDA torch)
 python3 tools/release_matrix.py 0.6.0 1.0.1        # some releases
-python3 tools/release_matrix.py 1.0.1 --programs xnn_cnn llm --keep-venvs
+python3 tools/release_matrix.py 1.0.1 --programs xnnpack_cnn llama --keep-venvs
 python3 tools/release_matrix.py --readme           # only rewrite this README from the manifests
 ```
 
@@ -152,7 +154,8 @@ README_NOTES = """\
   runtime cannot load it (`Runtime.load_program` and `_load_for_executorch` take no data path), so there is nothing
   of their own to record; 1.0-1.4 load it with `portable_lib._load_for_executorch(pte, ptd)`, 1.5 with
   `Runtime.load_program(..., data_path=)`.
-* 8da4w needs torchao, which 0.4.0 and 0.5.0 do not depend on (0.5.0's is the one installed for its exporter). The program takes 4 rows: with 3 rows ExecuTorch
+* 8da4w needs torchao, which 0.4.0 and 0.5.0 do not depend on: the script installs the torchao of their torch
+  (0.6.1 for 0.4.0; 0.8.0 for 0.5.0, whose exporter needs it anyway). The program takes 4 rows: with 3 rows ExecuTorch
   0.6.0's own runtime returns an all-zero last row (rows 0-1 agree with pterun and eager PyTorch to 1e-3).
 """
 

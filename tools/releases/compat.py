@@ -123,10 +123,10 @@ def quantize_8da4w(module, group_size: int = 32) -> str:
     recipe's name for the manifest.
 
     * 0.4.0, 0.5.0: the release does not depend on torchao (its LLM exporter imports one the user installs):
-      ``Unsupported`` unless one is installed (tools/release_matrix.py installs torchao 0.8.0 for 0.5.0, whose
-      exporter cannot be imported without it).
-    * 0.5.0 with torchao, 0.6.0 (torchao 0.10) .. 1.0.1 (torchao 0.14): ``Int8DynActInt4WeightQuantizer``, the
-      quantizer the LLM exporter of those releases uses for ``-qmode 8da4w``.
+      ``Unsupported`` unless one is installed (tools/release_matrix.py installs torchao 0.6.1 for 0.4.0 and 0.8.0
+      for 0.5.0, the ones of their torch).
+    * 0.4.0/0.5.0 with torchao, 0.6.0 (torchao 0.10) .. 1.0.1 (torchao 0.14): ``Int8DynActInt4WeightQuantizer``,
+      the quantizer the LLM exporter of those releases uses for ``-qmode 8da4w``.
     * 1.1.0 (torchao 0.15) and later: ``quantize_`` with ``Int8DynamicActivationIntxWeightConfig(int4,
       PerGroup)``, what the exporter moved to."""
     if ET < (0, 6) and importlib.util.find_spec("torchao") is None:

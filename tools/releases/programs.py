@@ -69,7 +69,7 @@ class MLP(nn.Module):
 
 class CNN(nn.Module):
     """conv -> relu -> max pool -> flatten -> linear. The pool leaves [N, 16, 1, 1]: releases whose partitioner
-    leaves the flatten out of XNNPACK (0.6, 1.0) make two delegate calls back to back, the flatten only an
+    leaves the flatten out of XNNPACK (0.6 to 1.2) make two delegate calls back to back, the flatten only an
     alias in the memory plan (two values at one arena offset), the case issue 22 is about."""
 
     def __init__(self):
@@ -146,8 +146,8 @@ def xnn_cnn() -> Spec:
     g = _seed(2)
     m = CNN().eval()
     x = _randn(g, 2, 3, 8, 8)
-    return Spec("the CNN of portable_cnn lowered to XNNPACK fp32 (0.6/1.0: two delegate calls, flatten only in the "
-                "memory plan)", lambda: compat.lower_xnnpack(compat.export(m, (x,))),
+    return Spec("the CNN of portable_cnn lowered to XNNPACK fp32 (0.6 to 1.2: two delegate calls back to back, the "
+                "flatten only in the memory plan)", lambda: compat.lower_xnnpack(compat.export(m, (x,))),
                 _calls("forward", (x,), (_randn(g, 2, 3, 8, 8),)), {"forward": m})
 
 
