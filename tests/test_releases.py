@@ -1,7 +1,7 @@
 """The release matrix: programs exported by every ExecuTorch release run in pterun and match that release's own
 runtime, on both engines, with delegate merging and constant folding each on and off.
 
-Example: ``.venv/bin/python -m pytest -q tests/test_releases.py -k "1.0.1 and xnn_cnn"``.
+Example: ``.venv/bin/python -m pytest -q tests/test_releases.py -k "1.0.1 and xnnpack_cnn"``.
 
 The files are ``tests/fixtures/releases/<release>/`` (``tools/release_matrix.py`` writes them, see the README
 there); each release's ``manifest.json`` names its programs and says why a program is missing where the release
@@ -15,8 +15,8 @@ import json
 
 import numpy as np
 import pytest
+from fixtures_util import FIXTURES, assert_matches, load_calls, needs
 
-from fixtures_util import FIXTURES, assert_matches, needs
 from pterun import Runtime
 from pterun.delegates.xnnpack import payload as P
 from pterun.format.program import DELEGATE_CALL, read_program
@@ -40,21 +40,6 @@ def _present_releases() -> list[str]:
 
 def _cases() -> list[tuple[str, str]]:
     return [(r, name) for r in _present_releases() for name, e in _manifest(r)["programs"].items() if e["exported"]]
-
-
-def _load_calls(release: str, name: str) -> list[dict]:
-    with np.load(RELEASES / release / f"{name}.npz", allow_pickle=False) as z:
-        manifest = json.loads(str(z["__manifest__"]))
-        arrays = {k: z[k] for k in z.files if k != "__manifest__"}
-
-    def decode(v):
-        if "array" in v:
-            return arrays[v["array"]]
-        (kind, value), = v.items()
-        return {"int": int, "float": float, "bool": bool, "none": lambda _: None}[kind](value)
-
-    return [{"method": c["method"], "inputs": [decode(v) for v in c["inputs"]],
-             "outputs": [decode(v) for v in c["outputs"]]} for c in manifest]
 
 
 def _static_int8_steps(pte_bytes: bytes, where: str) -> dict[tuple[str, int], float]:
@@ -104,7 +89,7 @@ def test_release_program_matches_its_runtime(release, name, engine, merge, fold)
     if entry["kind"] == "qint8":
         steps = _static_int8_steps((RELEASES / release / f"{name}.pte").read_bytes(), f"{release}/{name}.pte")
         assert steps, f"{where}: no output dequantized from int8 found"
-    calls = _load_calls(release, name)
+    calls = load_calls(f"releases/{release}/{name}")  # a name relative to tests/fixtures
     assert len(calls) == entry["calls"]
     methods = {}
     for k, call in enumerate(calls):
