@@ -146,8 +146,9 @@ README_NOTES = """\
   CPU build of the same version is at hand pip takes it (1.4.1: `2.13.0+cpu`), which exports the same programs.
 * The LLM exporters of 0.4-0.7 import `huggingface_hub`, `tiktoken` and `sentencepiece` without declaring them,
   0.5.0's also `torchao` (through its Vulkan passes; torchao 0.8.0, the one for torch 2.6) and 0.7.0's
-  `pytorch_tokenizers` (1.0.1, the oldest on the index): the script installs them. The tiny Llama is exported with `-kv` but without `--use_sdpa_with_kv_cache` (0.4-0.6
-  wheels ship no custom-ops library for their runtime to run `llama::sdpa_with_kv_cache` with).
+  `pytorch_tokenizers` (1.0.1, the oldest on the index): the script installs them. The tiny Llama is exported
+  with `-kv` but without `--use_sdpa_with_kv_cache` (0.4-0.6 wheels ship no custom-ops library for their runtime
+  to run `llama::sdpa_with_kv_cache` with).
 * 0.4.0 and 0.6.0 serialize by running `flatc` from PATH; their wheels ship one (`executorch/data/bin/flatc`),
   which the export script puts on PATH.
 * `.ptd`: 0.5.0 has `external_constants` but cannot write the data file; 0.6.0 and 0.7.0 write one but their
