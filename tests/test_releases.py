@@ -13,20 +13,17 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
-from fixtures_util import FIXTURES, assert_matches, load_calls, needs
+from fixtures_util import FIXTURES, check_bound, load_calls, needs, output_bounds
 
 from pterun import Runtime
-from pterun.delegates.xnnpack import payload as P
-from pterun.format.program import DELEGATE_CALL, read_program
 
 RELEASES = FIXTURES / "releases"
 # the releases the matrix must hold (issue 22): a release dropped from the folder fails, it does not vanish
 EXPECTED_RELEASES = ["0.4.0", "0.5.0", "0.6.0", "0.7.0", "1.0.1", "1.1.0", "1.2.0", "1.3.1", "1.4.1", "1.5.1"]
-# the tolerances of test_xnnpack_fixtures.py: 1e-4 of the output's scale for float programs, 1e-3 for those with
-# dynamically quantized activations, one quantization step for outputs dequantized from static int8
-REL_TOL = {"float": 1e-4, "llm": 1e-4, "8da4w": 1e-3, "qint8": 1e-3}
+# the bounds are the accuracy policy's (fixtures_util.output_bounds): 1e-4 of the output's scale for float
+# programs, 1e-3 for those with dynamically quantized activations, one quantization step for outputs an XNNPACK
+# delegate dequantizes from static int8
 
 
 def _manifest(release: str) -> dict:
@@ -40,30 +37,6 @@ def _present_releases() -> list[str]:
 
 def _cases() -> list[tuple[str, str]]:
     return [(r, name) for r in _present_releases() for name, e in _manifest(r)["programs"].items() if e["exported"]]
-
-
-def _static_int8_steps(pte_bytes: bytes, where: str) -> dict[tuple[str, int], float]:
-    """(method, output position) -> the quantization step of an output a delegate dequantizes from (q)int8."""
-    pf = read_program(pte_bytes, where)
-    steps = {}
-    for header in pf.plan_headers:
-        name, plan = header.name, pf.plan(header.index)
-        for chain in plan.chains:
-            for kind, d, args in chain:
-                if kind != DELEGATE_CALL:
-                    continue
-                graph = P.read_graph(pf.delegate_blob(plan.delegates[d]), pf.named)
-                for pos, out in enumerate(plan.outputs):
-                    if out not in args:
-                        continue
-                    ext = list(args).index(out)
-                    val = next((v for v in graph.values.values() if v.external_id == ext), None)
-                    producer = val and next((n for n in graph.nodes if n.fields.get("output_id") == val.id), None)
-                    if producer is not None and producer.name == "Convert":
-                        src = graph.values[producer.input_id]
-                        if src.datatype in (P.QINT8, P.QUINT8):
-                            steps[(name, pos)] = src.quant.scale
-    return steps
 
 
 def _open(release: str, name: str, entry: dict, runtime: Runtime):
@@ -85,27 +58,20 @@ def test_release_program_matches_its_runtime(release, name, engine, merge, fold)
         needs("ai_edge_litert")  # without LiteRT "auto" is the NumPy engine: nothing new to test
     program, bundled = _open(release, name, entry, Runtime(engine=engine, merge_delegates=merge, fold=fold))
     where = f"ExecuTorch {release} {name} (engine={engine}, merge_delegates={merge}, fold={fold})"
-    steps = {}
-    if entry["kind"] == "qint8":
-        steps = _static_int8_steps((RELEASES / release / f"{name}.pte").read_bytes(), f"{release}/{name}.pte")
-        assert steps, f"{where}: no output dequantized from int8 found"
     calls = load_calls(f"releases/{release}/{name}")  # a name relative to tests/fixtures
     assert len(calls) == entry["calls"]
-    methods = {}
+    methods, bounds = {}, {}
     for k, call in enumerate(calls):
-        method = methods.setdefault(call["method"], program.load_method(call["method"]))
-        outputs = method.execute(call["inputs"])
+        name_ = call["method"]
+        if name_ not in methods:
+            methods[name_] = program.load_method(name_)
+            bounds[name_] = output_bounds(program, name_)
+            if entry["kind"] == "qint8":
+                assert any(kind == "abs" for kind, _ in bounds[name_]), f"{where}: no output dequantized from int8"
+        outputs = methods[name_].execute(call["inputs"])
         assert len(outputs) == len(call["outputs"]), f"{where} call {k}: output count"
         for j, (got, want) in enumerate(zip(outputs, call["outputs"])):
-            at = f"{where} call {k} ({call['method']}) output {j}"
-            step = steps.get((call["method"], j))
-            if step is not None:
-                got = np.asarray(got)
-                assert got.shape == want.shape and got.dtype == want.dtype, at
-                err = float(np.abs(got.astype(np.float64) - want).max(initial=0))
-                assert err <= step * 1.001, f"{at}: max error {err:.3g} = {err / step:.3g} quantization steps"
-            else:
-                assert_matches(got, want, at, rtol_scale=REL_TOL[entry["kind"]])
+            check_bound(got, want, bounds[name_][j], f"{where} call {k} ({name_}) output {j}")
     if bundled is not None:  # the bundled test cases hold eager PyTorch's outputs: close, not bit for bit
         failed = [(r.method, r.case) for r in bundled.check_all(rtol=1e-4, atol=1e-5) if not r.passed]
         assert not failed, f"{where}: bundled test cases {failed} fail"
