@@ -243,15 +243,20 @@ def per_token(nnb=1):
     return P.PER_TOKEN, T({4: ("i", nnb)})
 
 
-def qb4_fc_graph(wq: np.ndarray, scales: np.ndarray, gs: int, rows: int = 2) -> Graph:
+def qb4_fc_graph(wq: np.ndarray, scales: np.ndarray, gs: int, rows: int = 2, bf16_bits: bool = False) -> Graph:
     """x [rows, ic] -> dynamic int8 (per row) -> FullyConnected with 4-bit weights ``wq`` [oc, ic] (-8..7) in groups
-    of ``gs`` along ic, scaled by ``scales`` [oc, ic // gs]."""
+    of ``gs`` along ic, scaled by ``scales`` [oc, ic // gs] (fp32 ``scale``; with ``bf16_bits``, their top 16 bits
+    in the deprecated ``scale_bf16`` field instead)."""
     oc, ic = wq.shape
     packed = ((wq[:, 0::2] + 8) | ((wq[:, 1::2] + 8) << 4)).astype(np.uint8)
     g = Graph()
     i = g.input([rows, ic])
     qd = g.internal([rows, ic], P.QDINT8, per_token(1))
-    quant = (P.PER_CHANNEL_GROUP, T({4: ("o", V("f", list(scales.reshape(-1)))), 6: ("i", 0), 8: ("i", gs)}))
+    fields = {4: ("o", V("f", list(scales.reshape(-1)))), 6: ("i", 0), 8: ("i", gs)}
+    if bf16_bits:
+        bits = (np.asarray(scales, np.float32).reshape(-1).view(np.uint32) >> 16).astype(np.uint16)
+        fields = {4: ("o", V("f", [])), 6: ("i", 0), 8: ("i", gs), 10: ("o", V("H", bits.tolist()))}
+    quant = (P.PER_CHANNEL_GROUP, T(fields))
     wv = g.value([oc, ic], P.QBINT4, data=packed, quant=quant)
     o = g.output([rows, oc])
     g.node("Convert", input_id=i, output_id=qd)

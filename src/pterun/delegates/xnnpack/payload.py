@@ -339,8 +339,13 @@ class _GraphReader:
                     raise _fail(f"value {i} has {n} scales but its scale constant holds {len(raw)} bytes")
                 scale = np.frombuffer(raw.tobytes()[: n * dt.itemsize], dtype=dt)
                 scale = (scale.astype(np.uint32) << 16).view(np.float32) if group else scale.astype(np.float32)
-            elif group:  # fp32 scales are rounded to bf16 as the runtime does
-                scale = round_to_bf16(scale)
+            elif group:
+                bits = q.array(10, np.uint16)  # scale_bf16: what runtimes up to 0.6 read first; deprecated in 0.7
+                # for scale_buffer_idx, which newer runtimes read instead (and then fp32 scales, never these)
+                if len(bits):
+                    scale = (np.asarray(bits, np.uint32) << 16).view(np.float32)
+                else:  # fp32 scales are rounded to bf16 as the runtime does
+                    scale = round_to_bf16(scale)
             if scale.size == 0:
                 raise _fail(f"value {i} is quantized per channel but has no scales")
             return Quant(kind, scale, 8 if group else 0, q.i32(6), q.i32(8) if group else 0)
