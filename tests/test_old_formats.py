@@ -67,8 +67,8 @@ def test_inspect_says_what_the_container_tells_of_its_origin():
     from pterun.summary import describe, format_text
     info = describe(FIXTURES / "mlp.pte")
     assert info["origin"] == {"extended_header_bytes": 32, "constants_in": "segment", "features": []}
-    assert format_text(info).splitlines()[1] == "format: extended header of 32 bytes (ExecuTorch 1.0+); constants in a " \
-                                                "segment"
+    line = format_text(info).splitlines()[1]
+    assert line == "format: extended header of 32 bytes (ExecuTorch 1.0+); constants in a segment"
     info = describe(FIXTURES / "xnn_mlp.pte")
     assert info["origin"]["features"] == ["named data (0.6+)"]
     assert [d["payload_format"] for m in info["methods"] for d in m["delegates"]] == ["XN01 in an XH00 header"]
