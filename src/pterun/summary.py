@@ -18,7 +18,7 @@ from collections import Counter
 from pterun.delegates import BACKENDS
 from pterun.errors import PterunError
 from pterun.format.program import ProgramFile
-from pterun.format import dtypes
+from pterun.format import dtypes, kinds
 from pterun.format.schema import (CPU, DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR,
                                   ExecutionPlan)
 from pterun.runtime import Program, Runtime
@@ -93,13 +93,6 @@ def _is_constant_method(plan: ExecutionPlan) -> bool:
     return not plan.inputs and all(not c for c in plan.chains)
 
 
-def _identifier(source) -> bytes:
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        return bytes(source[4:8])
-    with open(source, "rb") as f:
-        return f.read(8)[4:8]
-
-
 def describe_ptd(source: ProgramSource) -> dict:
     """Keys of a ``.ptd`` external-data file with dtype, shape and size."""
     ptd = read_data_file(source)
@@ -125,10 +118,10 @@ def describe(source: ProgramSource | None, *, program: Program | None = None, da
     bundled = None
     rt = runtime if runtime is not None else Runtime.get()
     if program is None:
-        ident = _identifier(source)
-        if ident == b"FT01":
+        kind = kinds.kind_of(kinds.read_head(source))
+        if kind == kinds.DATA:
             return describe_ptd(source)
-        if ident == b"BP08":
+        if kind == kinds.BUNDLED:
             bundled = rt.load_bundled_program(source, data_path=data_path)
             program = bundled.program
     prog = program if program is not None else rt.load_program(source, data_path=data_path)

@@ -9,10 +9,9 @@ Example::
 
 from __future__ import annotations
 
-__all__ = ["InputError", "identifier", "kind_of", "load", "default_method", "PTD", "BUNDLE"]
+from pterun.format import kinds
 
-#: the identifiers (bytes 4-8) of the files pterun reads, other than a program's (``ET`` and a version)
-PTD, BUNDLE = b"FT01", b"BP08"
+__all__ = ["InputError", "kind_of", "kind_or_none", "load", "default_method"]
 
 
 class InputError(Exception):
@@ -20,37 +19,35 @@ class InputError(Exception):
     do not fit the method): one line on stderr, exit status 1, as for the errors the runtime raises."""
 
 
-def identifier(path: str) -> bytes:
-    """The four identifier bytes of the file at ``path`` (``b""`` when it does not exist: loading says so)."""
+def kind_or_none(path: str) -> str | None:
+    """What the file at ``path`` is (:mod:`pterun.format.kinds`); None for another file or none at all (loading
+    it then says so, in the runtime's words)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(8)[4:8]
+        return kinds.kind_of(kinds.read_head(path))
     except IsADirectoryError:
         raise InputError(f"{path} is a directory, not a file") from None
     except FileNotFoundError:
-        return b""  # loading it says so, in the runtime's words
+        return None
 
 
 def kind_of(path: str) -> str:
     """What the file at ``path`` is, in words with their article, going by its identifier."""
-    ident = identifier(path)
-    if ident == PTD:
-        return "an external data file (.ptd)"
-    if ident == BUNDLE:
-        return "a bundled program (.bpte)"
-    if ident[:2] == b"ET":
-        return "a program (.pte)"
-    return "a file that is not a .pte, .ptd or .bpte" if ident else "a missing or empty file"
+    import os
+
+    kind = kind_or_none(path)
+    if kind is None and not (os.path.isfile(path) and os.path.getsize(path)):
+        return "a missing or empty file"
+    return kinds.describe(kind)
 
 
 def load(rt, path: str, data_path: list[str]):
     """(Program, BundledProgram or None) for a ``.pte`` or ``.bpte`` loaded by ``rt``; a ``.ptd`` is an
     :class:`InputError`."""
-    ident = identifier(path)
-    if ident == PTD:
+    kind = kind_or_none(path)
+    if kind == kinds.DATA:
         raise InputError(f"{path} is an external data file (.ptd), not a program: pass it with --data-path next to "
                          "the .pte that uses it")
-    if ident == BUNDLE:
+    if kind == kinds.BUNDLED:
         bundle = rt.load_bundled_program(path, data_path=data_path or None, tensor_output="numpy")
         return bundle.program, bundle
     # the command line always works on NumPy arrays, whatever $PTERUN_TENSOR_OUTPUT says for Python code

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import json
 
-from pterun.cli.files import PTD, InputError, identifier, kind_of
+from pterun.cli.files import InputError, kind_of, kind_or_none
+from pterun.format import kinds
 
 __all__ = ["cmd_inspect", "cmd_ops", "cmd_verify"]
 
 
 def cmd_inspect(args) -> int:
     from pterun.summary import describe, format_text
-    identifier(args.file)  # a directory is a bad file here as for every command
+    kind_or_none(args.file)  # a directory is a bad file here as for every command
     info = describe(args.file, data_path=args.data_path or None, runtime=args.runtime)
     print(json.dumps(info, indent=2) if args.json else format_text(info))
     return 0
@@ -29,7 +30,7 @@ def cmd_ops(args) -> int:
     from pterun.kernels.registry import KERNELS
     if args.file:
         from pterun.summary import describe
-        if identifier(args.file) == PTD:
+        if kind_or_none(args.file) == kinds.DATA:
             raise InputError(f"{args.file} is an external data file (.ptd), not a program: it holds weights, no "
                            "operators; pass the .pte (or .bpte)")
         info = describe(args.file, runtime=args.runtime)

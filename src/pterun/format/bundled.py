@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pterun.errors import InvalidProgramError
-from pterun.format import dtypes
+from pterun.format import dtypes, kinds
 from pterun.format.flatbuffer import Buffer, Table
 
 # ValueUnion tags
@@ -39,7 +39,7 @@ class BundledFile:
     def __init__(self, data, name: str):
         self.name = name
         buf = self.buf = Buffer(data, name)
-        buf.require_identifier(b"BP08", "an ExecuTorch bundled program",
+        buf.require_identifier(kinds.BUNDLED_ID, "an ExecuTorch bundled program",
                                {b"ET12": " (this is a plain .pte program; use load_program)"})
         root = Table.root(buf, "BundledProgram")
         self.version = root.u32(4)

@@ -18,7 +18,7 @@ import struct
 import numpy as np
 
 from pterun.errors import InvalidProgramError, NotSupportedError
-from pterun.format import dtypes
+from pterun.format import dtypes, kinds
 from pterun.format.flatbuffer import Buffer, Table
 from pterun.format.schema import (ALLOCATION, BOOL, BOOL_LIST, BUFFER, BUFFER_DEVICE, CHAIN, COMPILE_SPEC,
                                   CONTAINER_META, CPU, DATA_SEGMENT, DELEGATE, DELEGATE_CALL, DELEGATE_CALL_T,
@@ -56,12 +56,12 @@ class ProgramFile:
         if self.size < 8:
             raise _fail(self.name, f"file is {self.size} bytes, too short to be an ExecuTorch program")
         ident = bytes(buf.data[4:8])
-        if ident != b"ET12":
+        if ident != kinds.PROGRAM_ID:
             if ident[:2] == b"ET":
                 raise _fail(self.name, f"program identifier {ident.decode('latin-1')!r} is not the supported 'ET12' "
                                        "(the file was written by an incompatible ExecuTorch version)")
-            hint = {b"FT01": " (this is a .ptd external-data file; pass it as data_path=)",
-                    b"BP08": " (this is a bundled program; use Runtime.load_bundled_program)"}.get(ident, "")
+            hint = {kinds.DATA_ID: " (this is a .ptd external-data file; pass it as data_path=)",
+                    kinds.BUNDLED_ID: " (this is a bundled program; use Runtime.load_bundled_program)"}.get(ident, "")
             raise _fail(self.name, f"not an ExecuTorch program: expected identifier 'ET12' at offset 4, "
                                    f"found {ident!r}{hint}")
         self.program_size = self.size

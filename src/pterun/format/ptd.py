@@ -13,10 +13,10 @@ import struct
 
 import numpy as np
 
-from pterun.errors import InvalidProgramError
-from pterun.format import dtypes
-from pterun.format.flatbuffer import Buffer, Table
 from pterun._record import Record
+from pterun.errors import InvalidProgramError
+from pterun.format import dtypes, kinds
+from pterun.format.flatbuffer import Buffer, Table
 
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
@@ -41,7 +41,7 @@ class PtdFile:
     def __init__(self, data, name: str):
         self.name = name
         buf = self.buf = Buffer(data, name)
-        buf.require_identifier(b"FT01", "an ExecuTorch external-data file",
+        buf.require_identifier(kinds.DATA_ID, "an ExecuTorch external-data file",
                                {b"ET12": " (this is a .pte program, not external data)"})
         if buf.size < 48 or bytes(buf.data[8:12]) != b"FH01":
             raise InvalidProgramError(f"{name}: missing the 'FH01' external-data header")
