@@ -176,3 +176,16 @@ def test_numpy_names_are_those_of_the_dtypes_without_importing_them():
     for sid, (_, dt) in dtypes.SCALAR_TYPES.items():
         assert dtypes.numpy_name(sid) == (None if dt is None else dt.name), sid
     assert dtypes.numpy_name(99) is None
+
+
+def test_importing_the_llm_runners_loads_no_kernel_family():
+    """``import pterun.llm`` (the runners, their inputs, the tokenizer adapters) registers no kernel: the families,
+    the llama:: custom operators among them, are imported with the first method that calls a kernel."""
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(SRC)!r}]
+        import pterun.llm
+        print(sorted(m for m in sys.modules if m.startswith("pterun.kernels")))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "[]"

@@ -22,7 +22,6 @@ from pterun.errors import InvalidProgramError
 
 _U8 = struct.Struct("<B")
 _I8 = struct.Struct("<b")
-_U16 = struct.Struct("<H")
 _I16 = struct.Struct("<h")
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -137,9 +136,6 @@ class Table:
     def i16(self, slot, default=0):
         return self._scalar(_I16, slot, default)
 
-    def u16(self, slot, default=0):
-        return self._scalar(_U16, slot, default)
-
     def u32(self, slot, default=0):
         return self._scalar(_U32, slot, default)
 
@@ -189,9 +185,6 @@ class Table:
         if p + 4 + n * elem_size > size:
             self.buf.check(p + 4, n * elem_size, f"{self.kind} vector of {n} elements")
         return p + 4, n
-
-    def vector_len(self, slot: int) -> int:
-        return self._vector(slot, 0)[1]
 
     def string(self, slot: int, default: str | None = None, *, strict: bool = False) -> str | None:
         """A string field. Names are not semantics: bytes that are not valid UTF-8 are decoded with U+FFFD

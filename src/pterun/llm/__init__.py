@@ -12,7 +12,6 @@ Tokenizers need the optional extra: ``pip install 'pterun[llm]'``. Example::
     >>> print("".join(runner.stream("Hello", max_new_tokens=16, seed=0)))   # doctest: +SKIP
 """
 
-from pterun.kernels import llm as _llm_kernels  # noqa: F401  (registers the llama:: custom operators)
 from pterun.llm.asr import AsrRunner, AsrTranscribeConfig, Seq2SeqRunner, Seq2SeqTranscribeConfig
 from pterun.llm.config import GenerationConfig, Stats
 from pterun.llm.inputs import (Audio, Image, MultimodalInput, RawAudio, make_audio_input, make_image_input,

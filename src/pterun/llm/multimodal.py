@@ -64,9 +64,6 @@ class MultimodalInfo:
     tokens_bound: int  # most ids one token_embedding call takes
     modalities: tuple  # "vision" and/or "audio"
 
-    def as_dict(self) -> dict:
-        return {k: (sorted(v) if isinstance(v, frozenset) else v) for k, v in self.__dict__.items()}
-
 
 def read_multimodal_info(program: Program, tokenizer: Tokenizer | None = None) -> MultimodalInfo:
     """Read a multimodal program's conventions, with ExecuTorch's defaults for missing metadata."""

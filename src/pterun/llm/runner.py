@@ -52,9 +52,6 @@ class ModelInfo:
     tokens_bound: int  # most tokens one forward call accepts
     dynamic_tokens: bool  # the token input is dynamic: prefill goes in chunks rather than token by token
 
-    def as_dict(self) -> dict:
-        return {k: (sorted(v) if isinstance(v, frozenset) else v) for k, v in self.__dict__.items()}
-
 
 def read_model_info(program: Program, tokenizer: Tokenizer | None = None) -> ModelInfo:
     """Read the LLM conventions of a loaded program, with ExecuTorch's defaults for missing metadata."""
