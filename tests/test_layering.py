@@ -201,7 +201,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: the layers of the package, lowest first: a module imports only modules of its own layer or below (the longest
 #: prefix names a module's layer)
 LAYERS = (
-    ("pterun.errors", "pterun._log", "pterun._fpstate", "pterun._record", "pterun.config", "pterun.numerics"),
+    ("pterun.errors", "pterun._log", "pterun._fpstate", "pterun._record", "pterun.config", "pterun.numerics",
+     "pterun.dtypes"),
     ("pterun.threads", "pterun.format"),
     ("pterun.kernels", "pterun.delegates"),
     ("pterun.interp",),

@@ -27,7 +27,7 @@ HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 # the steps run in order in one fresh interpreter (the first binds the names the others use); after each, the
 # LAZY modules loaded so far
 STEPS = {
-    "import": "import pterun.kernels; from pterun.format import dtypes; from pterun.kernels import KERNELS; "
+    "import": "import pterun.kernels; from pterun import dtypes; from pterun.kernels import KERNELS; "
               "from pterun.kernels._common import F32, promote_types, widen_half",
     "cnn": "run('cnn')",
     "resnet_small": "run('resnet_small')",
@@ -171,7 +171,7 @@ def test_float_programs_never_import_ml_dtypes():
 
 
 def test_numpy_names_are_those_of_the_dtypes_without_importing_them():
-    from pterun.format import dtypes
+    from pterun import dtypes
 
     for sid, (_, dt) in dtypes.SCALAR_TYPES.items():
         assert dtypes.numpy_name(sid) == (None if dt is None else dt.name), sid

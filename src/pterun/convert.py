@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from pterun.errors import InvalidArgumentError, PterunError
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.format.schema import BOOL, DOUBLE, INT, NULL, STATIC, STRING, TAG_NAMES, TENSOR
 
 #: dtypes of ExecuTorch programs that NumPy lacks (ml_dtypes has them) -> the integer type of their bits, by

@@ -25,7 +25,7 @@ from pterun._fpstate import quiet, restore
 from pterun.convert import InputChecks, import_torch, torch_output
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
 from pterun.errors import MethodNotFoundError, NamedDataNotFoundError
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.format.program import ProgramFile, read_program
 from pterun.format.schema import STATIC, TAG_NAMES, TENSOR
 from pterun.interp.method import MethodRunner

@@ -18,7 +18,8 @@ from collections import Counter
 from pterun.delegates import BACKENDS
 from pterun.errors import PterunError
 from pterun.format.program import ProgramFile
-from pterun.format import dtypes, kinds
+from pterun import dtypes
+from pterun.format import kinds
 from pterun.format.schema import (CPU, DELEGATE_CALL, DYNAMISM_NAMES, EXTERNAL, KERNEL_CALL, TAG_NAMES, TENSOR,
                                   ExecutionPlan)
 from pterun.runtime import Program, Runtime

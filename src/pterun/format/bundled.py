@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from pterun.errors import InvalidProgramError
-from pterun.format import dtypes, kinds
+from pterun import dtypes
+from pterun.format import kinds
 from pterun.format.flatbuffer import Buffer, Table
 
 # ValueUnion tags

@@ -18,7 +18,8 @@ import struct
 import numpy as np
 
 from pterun.errors import InvalidProgramError, NotSupportedError
-from pterun.format import dtypes, kinds
+from pterun import dtypes
+from pterun.format import kinds
 from pterun.format.flatbuffer import Buffer, Table
 from pterun.format.schema import (ALLOCATION, BOOL, BOOL_LIST, BUFFER, BUFFER_DEVICE, CHAIN, COMPILE_SPEC,
                                   CONTAINER_META, CPU, DATA_SEGMENT, DELEGATE, DELEGATE_CALL, DELEGATE_CALL_T,

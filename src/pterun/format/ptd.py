@@ -15,7 +15,8 @@ import numpy as np
 
 from pterun._record import Record
 from pterun.errors import InvalidProgramError
-from pterun.format import dtypes, kinds
+from pterun import dtypes
+from pterun.format import kinds
 from pterun.format.flatbuffer import Buffer, Table
 
 _U32 = struct.Struct("<I")

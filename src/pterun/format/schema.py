@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pterun._record import Record
-from pterun.format import dtypes
+from pterun import dtypes
 
 # EValue union tags (KernelTypes)
 NULL, INT, BOOL, DOUBLE, TENSOR, STRING, INT_LIST, DOUBLE_LIST, BOOL_LIST, TENSOR_LIST, OPT_TENSOR_LIST = range(1, 12)

@@ -13,7 +13,7 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from pterun.errors import InvalidProgramError
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.format.schema import (BOOL, BOOL_LIST, DOUBLE, DOUBLE_LIST, INT, INT_LIST, NULL, OPT_TENSOR_LIST, STRING,
                                   TAG_NAMES, TENSOR, TENSOR_LIST)
 

@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from pterun.errors import InvalidProgramError, NamedDataNotFoundError
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.format.program import ProgramFile
 from pterun.format.schema import EXTERNAL, NULL, STATIC, TENSOR, ExecutionPlan, TensorDesc
 from pterun.interp.tensor import Tensor

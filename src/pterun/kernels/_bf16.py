@@ -24,14 +24,14 @@ double). Those accumulate in bf16, one rounding per step, in the loop's order:
 
 ml_dtypes' bfloat16 ufuncs are exactly that arithmetic (float32 operation, round to nearest even), so each
 step here is one NumPy ufunc call on bf16 arrays, and the order of the loop is kept. ``ml_dtypes`` is imported
-only when a bf16 kernel runs (:func:`pterun.format.dtypes.to_numpy`).
+only when a bf16 kernel runs (:func:`pterun.dtypes.to_numpy`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.kernels._common import sum_in_order
 
 

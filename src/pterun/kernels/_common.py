@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from pterun.format import dtypes
+from pterun import dtypes
 
 _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 F32 = np.dtype(np.float32)

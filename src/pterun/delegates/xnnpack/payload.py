@@ -23,7 +23,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack.validate import validate
 from pterun.errors import DelegateError, PterunError
-from pterun.format import dtypes
+from pterun import dtypes
 from pterun.format.flatbuffer import Buffer, Table
 
 # XNNDatatype

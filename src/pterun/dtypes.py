@@ -5,7 +5,7 @@ and programs without them stay light.
 
 Example::
 
-    >>> from pterun.format.dtypes import to_numpy, scalar_type_name
+    >>> from pterun.dtypes import to_numpy, scalar_type_name
     >>> to_numpy(6), scalar_type_name(6)
     (dtype('float32'), 'Float')
 """
