@@ -6,10 +6,11 @@ ExecuTorch's ``extension/asr/runner`` (``Seq2SeqRunner``, alias ``AsrRunner``) d
 ``automatic-speech-recognition`` export makes it, plus a preprocessor ``.pte`` that turns a waveform into the
 features. This module is that runner in NumPy: features from the preprocessor program (or the NumPy
 :class:`~pterun.llm.audio.WhisperFrontEnd` when none is given), one encoder call per window of audio, then
-greedy (or sampled) decoding from ``decoder_start_token_id`` until an EOS id. Example::
+greedy (or sampled) decoding from ``decoder_start_token_id`` until an EOS id. Example (on your own files)::
 
-    >>> from pterun.llm import Seq2SeqRunner                                       # doctest: +SKIP
-    >>> runner = Seq2SeqRunner("whisper.pte", "tokenizer.json", preprocessor_path="whisper_preprocessor.pte")
+    >>> from pterun.llm import Seq2SeqRunner
+    >>> runner = Seq2SeqRunner("whisper.pte", "tokenizer.json",
+    ...                        preprocessor_path="whisper_preprocessor.pte")          # doctest: +SKIP
     >>> print(runner.transcribe_text("speech.wav"))                                 # doctest: +SKIP
     >>> for piece in runner.stream("speech.wav", max_new_tokens=64):               # doctest: +SKIP
     ...     print(piece, end="", flush=True)

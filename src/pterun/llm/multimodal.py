@@ -6,12 +6,12 @@ A multimodal ``.pte`` (ExecuTorch's LLaVA exporter, optimum-executorch's ``image
 ``vision_encoder`` and/or ``audio_encoder`` (pixels or features -> embeddings), plus the metadata methods. The
 runner turns every input into embeddings in order, prefills them into the cache, then decodes one token per
 ``token_embedding`` + ``text_decoder`` call. Images, audio and raw audio may come in any order among the text
-pieces. Example::
+pieces. Example (on your own files)::
 
     >>> import numpy as np
-    >>> from pterun.llm import MultimodalRunner, GenerationConfig, make_image_input, make_text_input  # doctest: +SKIP
+    >>> from pterun.llm import MultimodalRunner, make_image_input, make_text_input
     >>> runner = MultimodalRunner("llava.pte", "tokenizer.json")                                 # doctest: +SKIP
-    >>> pixels = np.asarray(my_rgb_image, np.uint8)           # H x W x 3, from any image library     # doctest: +SKIP
+    >>> pixels = np.zeros((224, 224, 3), np.uint8)            # H x W x 3 raw pixels, from any image library
     >>> inputs = [make_text_input("USER: "), make_image_input(pixels), make_text_input(" What is it? ASSISTANT:")]
     >>> for piece in runner.stream(inputs, max_new_tokens=64, temperature=0):                     # doctest: +SKIP
     ...     print(piece, end="", flush=True)
