@@ -27,6 +27,7 @@ from fixtures_util import FIXTURES, load_calls
 
 from pterun import InvalidArgumentError, Runtime
 from pterun.kernels import KERNELS
+from pterun.kernels._common import sum_in_order
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 F32 = np.float32
@@ -329,6 +330,19 @@ def test_var_mean_over_the_innermost_dim_divides_by_a_bf16_denominator():
     assert as_bf16[4] == r(sq[4] / 1199)
     assert [r(float(v)) for v in np.asarray(plain)] == [r(q / 299) for q in sq[:4]]
     assert [div(q, r(299)) for q in sq[:4]] != [r(q / 299) for q in sq[:4]]  # the two rules do differ here
+
+
+def test_long_1d_bf16_running_sums_stay_in_bf16_and_do_not_crash():
+    # a 1-D bf16 accumulate of this length crashes NumPy 1.26 + ml_dtypes 0.4 (the floor CI installs); a running
+    # bf16 sum of ones stops at 256, where 256 + 1 rounds back to 256
+    ones = np.ones(2000, BF16)
+    out = KERNELS["aten::cumsum.out"].fn(ones, 0, None, np.empty(2000, BF16))
+    assert out.dtype == BF16 and out.shape == (2000,)
+    assert out.astype(F32).tolist() == [float(min(i, 256)) for i in range(1, 2001)]
+    total = KERNELS["aten::sum.IntList_out"].fn(ones, None, False, None, np.empty((), BF16))
+    assert float(np.asarray(total).astype(F32)) == 2000.0  # sum adds in float32 and rounds once
+    running = sum_in_order(ones, None, BF16)  # var, var_mean and batch norm sum this way
+    assert running.dtype == BF16 and running.shape == () and float(running) == 256.0
 
 
 def test_bf16_layer_norm_of_wide_rows_is_the_true_layer_norm():

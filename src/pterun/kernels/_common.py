@@ -109,6 +109,17 @@ def reduce_axes(dims, ndim: int):
     return wrap_dims(dims, ndim)
 
 
+def accumulate(ufunc: np.ufunc, x: np.ndarray, axis: int, dtype: np.dtype) -> np.ndarray:
+    """``ufunc.accumulate(x, axis, dtype)`` (a running sum when ``ufunc`` is ``np.add``).
+
+    A 1-D array goes through as one row of a 2-D view: NumPy 1.26 with ml_dtypes 0.4 crashes the process
+    (a segmentation fault) on a 1-D bf16 accumulate longer than a few hundred elements, and a 2-D one is safe.
+    """
+    if x.ndim == 1:
+        return ufunc.accumulate(x[None], axis=1, dtype=dtype)[0]
+    return ufunc.accumulate(x, axis=axis, dtype=dtype)
+
+
 def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -> np.ndarray:
     """Sum over ``axes`` (None: all) in ``dtype``, adding the reduced elements one at a time in memory order.
 
@@ -122,7 +133,7 @@ def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -
     if n == 0:
         total = np.zeros(rows.shape[:-1], dtype)
     else:
-        total = np.add.accumulate(rows, axis=-1, dtype=dtype)[..., -1]
+        total = accumulate(np.add, rows, -1, dtype)[..., -1]
     if keepdims:
         total = total.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
     return total

@@ -18,8 +18,8 @@ import math
 import numpy as np
 
 from pterun.kernels import _bf16
-from pterun.kernels._common import (F32, F64, I64, is_bfloat16, is_floating, reduce_axes, sum_in_order, widen_half,
-                                    wrap_dim)
+from pterun.kernels._common import (F32, F64, I64, accumulate, is_bfloat16, is_floating, reduce_axes, sum_in_order,
+                                    widen_half, wrap_dim)
 from pterun.kernels.registry import register
 
 
@@ -270,7 +270,7 @@ def cumsum_out(self, dim, dtype, out):
     if self.ndim == 0:
         return self.astype(acc)
     with np.errstate(over="ignore"):
-        return np.cumsum(self.astype(acc, copy=False), axis=wrap_dim(dim, self.ndim), dtype=acc)
+        return accumulate(np.add, self.astype(acc, copy=False), wrap_dim(dim, self.ndim), acc)
 
 
 def _softmax(x, dim, log):
