@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fixtures_util import FIXTURES, assert_matches, load_calls
+from fixtures_util import FIXTURES, assert_matches, load_calls, needs
 from pterun import Runtime
 from pterun.cli import main
 from pterun.profile import format_profile, profile
@@ -57,3 +57,35 @@ def test_bench_worker_profiles_pterun(name):
     result = json.loads(line.split(" ", 1)[1])
     assert "error_type" not in result, result.get("error")
     assert "| chain:pc | operator |" in done.stdout
+
+
+def test_the_lines_add_up_to_one_observed_call_and_progress_is_reported():
+    m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    done = []
+    rows = profile(m, load_calls("mlp")[0]["inputs"], repeat=4, progress=lambda k, n: done.append((k, n)))
+    assert done == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    in_steps = sum(r.seconds for r in rows)
+    assert 0 < in_steps <= rows.observed_s and rows.notes == ()
+    lines = format_profile(rows, total_s=0.001).splitlines()
+    values = {line.rsplit("  ", 1)[0].strip(): float(line.split()[-1]) for line in lines[-4:]}
+    assert list(values) == ["total in steps", "between steps (loop, observer)", "total per execute(), observed",
+                            "total per execute(), plain"]
+    assert abs(values["total in steps"] + values["between steps (loop, observer)"] -
+               values["total per execute(), observed"]) <= 0.002  # printed to the microsecond
+    assert values["total per execute(), plain"] == 1.0
+
+
+@pytest.mark.parametrize("engine", ["litert", "numpy"])
+def test_a_delegate_on_litert_is_one_row_and_the_profile_says_how_to_get_node_rows(engine):
+    if engine == "litert":
+        needs("ai_edge_litert")
+    m = Runtime(engine=engine).load_program(FIXTURES / "xnn_mlp.pte").load_method("forward")
+    assert {d.engine for d in m.delegates} == {engine}
+    rows = profile(m, load_calls("xnn_mlp")[0]["inputs"], repeat=2)
+    names = {r.name for r in rows}
+    if engine == "litert":
+        assert names == {"delegate XnnpackBackend (whole calls)"}
+        assert rows.notes and format_profile(rows).splitlines()[-1] == f"note: {rows.notes[0]}"
+        assert "--engine numpy" in rows.notes[0]
+    else:
+        assert "XnnpackBackend/XNNFullyConnected" in names and rows.notes == ()

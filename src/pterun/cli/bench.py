@@ -84,6 +84,11 @@ def cmd_bench(args) -> int:
     _print_delegates(method)
     if args.profile and not interrupted:
         from pterun.profile import format_profile, profile
+        shown = output.Progress(0, 0)  # a long profile phase says how far it is, as the timed calls do
+        try:
+            rows = profile(method, inputs, repeat=max(1, min(args.repeat, 20)), progress=shown.profiled)
+        finally:
+            shown.close()
         print()
-        print(format_profile(profile(method, inputs, repeat=max(1, min(args.repeat, 20))), total_s=st["median"]))
+        print(format_profile(rows, total_s=st["median"]))
     return 130 if interrupted else 0

@@ -100,6 +100,10 @@ class Progress:
                     f"{now - self.start:.0f} s" + (f", about {left:.0f} s left" if left >= 1 else ""))
         self._show(line)
 
+    def profiled(self, done: int, total: int) -> None:
+        """``done`` of ``total`` observed runs of ``--profile`` have run."""
+        self._show(lambda now: f"bench: profile run {done} of {total}, {now - self.start:.0f} s")
+
     def _show(self, line) -> None:
         now = time.perf_counter()
         if now < self.next_at:
