@@ -29,11 +29,9 @@ import numpy as np
 from pterun.errors import InvalidArgumentError, InvalidProgramError
 from pterun.llm.audio import WhisperFrontEnd, load_audio
 from pterun.llm.config import Stats, now_ms
-from pterun.llm.loop import constant
+from pterun.llm.loop import ProgramRunner, constant
 from pterun.llm.sampler import Sampler
-from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
-from pterun.runtime import Program, Runtime
-from pterun.sources import DataPath
+from pterun.llm.tokenizer import StreamDecoder, Tokenizer
 
 __all__ = ["Seq2SeqRunner", "Seq2SeqTranscribeConfig", "AsrRunner", "AsrTranscribeConfig", "AudioSource"]
 
@@ -67,7 +65,7 @@ class Seq2SeqTranscribeConfig:
                 f"decoder_start_token_id={self.decoder_start_token_id}>")
 
 
-class Seq2SeqRunner:
+class Seq2SeqRunner(ProgramRunner):
     """Transcribe audio with an encoder-decoder ``.pte``; ExecuTorch's C++ ``Seq2SeqRunner`` in Python.
 
     Args:
@@ -83,24 +81,6 @@ class Seq2SeqRunner:
     """
 
     counts_every_token = True  # Stats.num_generated_tokens includes the first token, as in Seq2SeqRunner
-
-    def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike,
-                 data_path: DataPath | None = None, *, preprocessor_path: str | os.PathLike | None = None,
-                 runtime: Runtime | None = None):
-        load_start = now_ms()
-        rt = runtime or Runtime.get()
-        program = rt.load_program(model_path, data_path=data_path)
-        pre = rt.load_program(preprocessor_path) if preprocessor_path is not None else None
-        self._setup(program, load_tokenizer(tokenizer_path), pre, str(model_path), load_start)
-
-    @classmethod
-    def from_program(cls, program: Program, tokenizer: Tokenizer | str | os.PathLike,
-                     preprocessor: Program | None = None) -> Seq2SeqRunner:
-        """A runner over already loaded programs and a tokenizer object or file."""
-        self = cls.__new__(cls)
-        tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
-        self._setup(program, tok, preprocessor, getattr(program, "name", "<program>"), now_ms())
-        return self
 
     def _setup(self, program, tokenizer: Tokenizer, preprocessor, name: str, load_start: int) -> None:
         missing = {"encoder", "text_decoder"} - set(program.method_names)

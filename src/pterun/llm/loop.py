@@ -15,14 +15,21 @@ from __future__ import annotations
 
 import copy
 import time
+import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from pterun.llm.config import GenerationConfig, Stats, now_ms
 from pterun.llm.sampler import Sampler
+from pterun.llm.tokenizer import Tokenizer, load_tokenizer
 
-__all__ = ["DecodeLoop", "constant", "make_sampler"]
+if TYPE_CHECKING:
+    from pterun.runtime import Program, Runtime
+    from pterun.sources import DataPath
+
+__all__ = ["DecodeLoop", "ProgramRunner", "constant", "make_sampler"]
 
 
 def constant(program, name: str):
@@ -32,6 +39,35 @@ def constant(program, name: str):
         return None
     out = program.load_method(name).execute([])
     return out if name == "get_eos_ids" else out[0]
+
+
+class ProgramRunner:
+    """How the multimodal and the speech runner load: a model program (and its ``.ptd``), a tokenizer and an
+    optional preprocessor program, from files or already loaded; a subclass's ``_setup`` takes it from there."""
+
+    def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike,
+                 data_path: DataPath | None = None, *, preprocessor_path: str | os.PathLike | None = None,
+                 runtime: Runtime | None = None):
+        from pterun.runtime import Runtime
+
+        load_start = now_ms()
+        rt = runtime or Runtime.get()
+        program = rt.load_program(model_path, data_path=data_path)
+        pre = rt.load_program(preprocessor_path) if preprocessor_path is not None else None
+        self._setup(program, load_tokenizer(tokenizer_path), pre, str(model_path), load_start)
+
+    @classmethod
+    def from_program(cls, program: Program, tokenizer: Tokenizer | str | os.PathLike,
+                     preprocessor: Program | None = None) -> ProgramRunner:
+        """A runner over already loaded programs and a tokenizer object or file."""
+        self = cls.__new__(cls)
+        tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
+        self._setup(program, tok, preprocessor, getattr(program, "name", "<program>"), now_ms())
+        return self
+
+    def _setup(self, program: Program, tokenizer: Tokenizer, preprocessor: Program | None, name: str,
+               load_start: int) -> None:
+        raise NotImplementedError
 
 
 def make_sampler(config: GenerationConfig, rng: np.random.Generator | None) -> Sampler:

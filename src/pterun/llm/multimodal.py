@@ -32,10 +32,9 @@ from pterun.errors import InvalidArgumentError, InvalidProgramError, NotSupporte
 from pterun.llm.audio import WhisperFrontEnd
 from pterun.llm.config import GenerationConfig, Stats, now_ms
 from pterun.llm.inputs import Audio, Image, MultimodalInput, RawAudio, make_image_input, make_token_input
-from pterun.llm.loop import DecodeLoop, constant, make_sampler
-from pterun.llm.tokenizer import StreamDecoder, Tokenizer, load_tokenizer
-from pterun.runtime import Program, Runtime
-from pterun.sources import DataPath
+from pterun.llm.loop import DecodeLoop, ProgramRunner, constant, make_sampler
+from pterun.llm.tokenizer import StreamDecoder, Tokenizer
+from pterun.runtime import Program
 
 __all__ = ["MultimodalRunner", "MultimodalInfo", "read_multimodal_info", "Inputs"]
 
@@ -109,7 +108,7 @@ def read_multimodal_info(program: Program, tokenizer: Tokenizer | None = None) -
         modalities=tuple(m for m, name in (("vision", VISION_ENCODER), ("audio", AUDIO_ENCODER)) if name in names))
 
 
-class MultimodalRunner(DecodeLoop):
+class MultimodalRunner(ProgramRunner, DecodeLoop):
     """Generate text from text, image and audio inputs; the calls of ExecuTorch's ``MultimodalRunner``.
 
     Args:
@@ -122,24 +121,6 @@ class MultimodalRunner(DecodeLoop):
             the samples as they are.
         runtime: the :class:`pterun.Runtime` that loads the programs.
     """
-
-    def __init__(self, model_path: str | os.PathLike, tokenizer_path: str | os.PathLike,
-                 data_path: DataPath | None = None, *, preprocessor_path: str | os.PathLike | None = None,
-                 runtime: Runtime | None = None):
-        load_start = now_ms()
-        rt = runtime or Runtime.get()
-        program = rt.load_program(model_path, data_path=data_path)
-        pre = rt.load_program(preprocessor_path) if preprocessor_path is not None else None
-        self._setup(program, load_tokenizer(tokenizer_path), pre, str(model_path), load_start)
-
-    @classmethod
-    def from_program(cls, program: Program, tokenizer: Tokenizer | str | os.PathLike,
-                     preprocessor: Program | None = None) -> MultimodalRunner:
-        """A runner over already loaded programs and a tokenizer object or file."""
-        self = cls.__new__(cls)
-        tok = tokenizer if isinstance(tokenizer, Tokenizer) else load_tokenizer(tokenizer)
-        self._setup(program, tok, preprocessor, getattr(program, "name", "<program>"), now_ms())
-        return self
 
     def _setup(self, program, tokenizer: Tokenizer, preprocessor, name: str, load_start: int) -> None:
         self.stats = Stats()
