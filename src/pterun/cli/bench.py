@@ -11,8 +11,7 @@ from __future__ import annotations
 import time
 
 from pterun.cli import output
-from pterun.cli.files import default_method, load
-from pterun.cli.inputs import inputs_for
+from pterun.cli.inputs import prepare
 from pterun.cli.output import dump, ranges, stats
 
 __all__ = ["cmd_bench"]
@@ -55,12 +54,7 @@ def _print_delegates(method) -> None:
 
 
 def cmd_bench(args) -> int:
-    program, bundle = load(args.runtime, args.file, args.data_path)
-    method_name = default_method(program, bundle, args.method)
-    t0 = time.perf_counter()
-    method = program.load_method(method_name)
-    load_s = time.perf_counter() - t0
-    inputs, source = inputs_for(args, program, bundle, method)
+    method, method_name, load_s, inputs, source = prepare(args)
     t0 = time.perf_counter()
     method.execute(inputs)
     first_s = time.perf_counter() - t0

@@ -11,12 +11,15 @@ Example::
 
 from __future__ import annotations
 
+import time
+from typing import NamedTuple
+
 import numpy as np
 
-from pterun.cli.files import InputError
+from pterun.cli.files import InputError, default_method, load
 from pterun.errors import PterunError
 
-__all__ = ["load_inputs", "random_inputs", "inputs_for", "check_count"]
+__all__ = ["load_inputs", "random_inputs", "inputs_for", "check_count", "Prepared", "prepare"]
 
 _LLM_METADATA = ("get_max_seq_len", "get_max_context_len", "get_vocab_size")
 
@@ -126,3 +129,24 @@ def inputs_for(args, program, bundle, method) -> tuple[list, str]:
     if bundle is not None and bundle.test_cases(method.name):
         return bundle.load_bundled_input(method.name, 0), "the bundled program's test case 0"
     return random_inputs(program, method.metadata, args.seed)
+
+
+class Prepared(NamedTuple):
+    """A command's method, ready to run: its name, how long ``load_method`` took, its inputs and where they came
+    from."""
+    method: object
+    name: str
+    load_s: float
+    inputs: list
+    source: str
+
+
+def prepare(args) -> Prepared:
+    """Load ``args.file`` (and its ``--data``), its ``--method`` (else the default one), timed, and its inputs."""
+    program, bundle = load(args.runtime, args.file, args.data_path)
+    name = default_method(program, bundle, args.method)
+    t0 = time.perf_counter()
+    method = program.load_method(name)
+    load_s = time.perf_counter() - t0
+    inputs, source = inputs_for(args, program, bundle, method)
+    return Prepared(method, name, load_s, inputs, source)

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pterun.cli.files import default_method, load
-from pterun.cli.inputs import inputs_for
+from pterun.cli.inputs import prepare
 from pterun.cli.output import SHOW_VALUES, dump, json_value, summary, values_text
 
 __all__ = ["cmd_run", "cmd_demo", "MODELS"]
@@ -23,12 +22,7 @@ MODELS = Path(__file__).parent.parent / "models"
 
 
 def cmd_run(args) -> int:
-    program, bundle = load(args.runtime, args.file, args.data_path)
-    method_name = default_method(program, bundle, args.method)
-    t0 = time.perf_counter()
-    method = program.load_method(method_name)
-    load_s = time.perf_counter() - t0
-    inputs, source = inputs_for(args, program, bundle, method)
+    method, method_name, load_s, inputs, source = prepare(args)
     t0 = time.perf_counter()
     outputs = method.execute(inputs)
     run_s = time.perf_counter() - t0

@@ -8,8 +8,7 @@ Example::
 
 from __future__ import annotations
 
-from pterun.cli.files import default_method, load
-from pterun.cli.inputs import inputs_for
+from pterun.cli.inputs import prepare
 
 __all__ = ["cmd_trace"]
 
@@ -27,9 +26,7 @@ def cmd_trace(args) -> int:
             return 0
         print(d)
         return 1
-    program, bundle = load(args.runtime, args.file, args.data_path)
-    method = program.load_method(default_method(program, bundle, args.method))
-    inputs, how = inputs_for(args, program, bundle, method)
+    method, _, _, inputs, how = prepare(args)
     if not args.input:
         print(f"no --input given: using {how}")
     entries = method.trace(inputs)
