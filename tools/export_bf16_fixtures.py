@@ -37,7 +37,7 @@ from torch import nn
 
 warnings.filterwarnings("ignore")
 
-from export_fixtures import export_program, program_operators
+from export_fixtures import encode_value, export_program, program_operators
 from fixture_models import Fixture, MethodSpec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -185,26 +185,6 @@ def make_cnn() -> Fixture:
 # --------------------------------------------------------------------------------------------------------------
 # recording
 # --------------------------------------------------------------------------------------------------------------
-
-
-def encode_value(v, key: str, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-    """Manifest entry for a value; tensors go to ``arrays[key]`` (bf16 as its uint16 bits)."""
-    if isinstance(v, torch.Tensor):
-        t = v.detach().cpu().contiguous()
-        if t.dtype == BF16:
-            arrays[key] = t.view(torch.uint16).numpy().copy()
-            return {"array": key, "dtype": "bfloat16"}
-        arrays[key] = t.numpy().copy()
-        return {"array": key}
-    if isinstance(v, bool):
-        return {"bool": v}
-    if isinstance(v, int):
-        return {"int": v}
-    if isinstance(v, float):
-        return {"float": v}
-    if v is None:
-        return {"none": None}
-    raise TypeError(f"cannot record value of type {type(v)}")
 
 
 def compare_with_eager(fx: Fixture, reference: list[list[Any]]) -> str:

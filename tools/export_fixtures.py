@@ -99,9 +99,14 @@ def program_operators(et_prog) -> List[str]:
 
 
 def encode_value(v, key: str, arrays: Dict[str, np.ndarray]) -> Dict[str, Any]:
-    """Manifest entry for a value; tensors go to ``arrays[key]``."""
+    """Manifest entry for a value; tensors go to ``arrays[key]`` (bf16 as its uint16 bits, NumPy has no bf16).
+    Every exporter in tools/ records through this one function."""
     if isinstance(v, torch.Tensor):
-        arrays[key] = v.detach().cpu().contiguous().numpy().copy()
+        t = v.detach().cpu().contiguous()
+        if t.dtype == torch.bfloat16:
+            arrays[key] = t.view(torch.uint16).numpy().copy()
+            return {"array": key, "dtype": "bfloat16"}
+        arrays[key] = t.numpy().copy()
         return {"array": key}
     if v is None:
         return {"none": None}

@@ -27,7 +27,6 @@ Each model is exported in its own child process, one at a time, so its memory is
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import subprocess

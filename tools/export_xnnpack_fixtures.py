@@ -44,6 +44,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from export_fixtures import encode_value  # tools/ is on sys.path when run
+
 warnings.filterwarnings("ignore")
 
 REPO = Path(__file__).resolve().parent.parent
@@ -481,21 +483,6 @@ def run_reference(pte_path: Path, calls: list) -> list:
     return results
 
 
-def encode(value, key: str, arrays: dict) -> dict:
-    if isinstance(value, torch.Tensor):
-        arrays[key] = value.detach().cpu().numpy().copy()
-        return {"array": key}
-    if isinstance(value, bool):
-        return {"bool": value}
-    if isinstance(value, int):
-        return {"int": value}
-    if isinstance(value, float):
-        return {"float": value}
-    if value is None:
-        return {"none": None}
-    raise TypeError(f"cannot record {type(value)}")
-
-
 def capture_delegate_io(edge, inputs: tuple) -> list:
     """Run the lowered edge program eagerly, recording each executorch_call_delegate's inputs and outputs."""
     records = []
@@ -536,8 +523,8 @@ def export_one(name: str) -> None:
     for c, (inputs, outs) in enumerate(zip(fx.calls, results)):
         manifest.append({
             "method": "forward",
-            "inputs": [encode(v, f"c{c}_in{i}", arrays) for i, v in enumerate(inputs)],
-            "outputs": [encode(v, f"c{c}_out{j}", arrays) for j, v in enumerate(outs)],
+            "inputs": [encode_value(v, f"c{c}_in{i}", arrays) for i, v in enumerate(inputs)],
+            "outputs": [encode_value(v, f"c{c}_out{j}", arrays) for j, v in enumerate(outs)],
         })
         with torch.no_grad():
             eager = ep.module()(*inputs)
@@ -557,8 +544,8 @@ def export_one(name: str) -> None:
         io: dict = {}
         dmanifest = []
         for k, (ins, outs) in enumerate(records):
-            dmanifest.append({"inputs": [encode(v, f"d{k}_in{i}", io) for i, v in enumerate(ins)],
-                              "outputs": [encode(v, f"d{k}_out{j}", io) for j, v in enumerate(outs)]})
+            dmanifest.append({"inputs": [encode_value(v, f"d{k}_in{i}", io) for i, v in enumerate(ins)],
+                              "outputs": [encode_value(v, f"d{k}_out{j}", io) for j, v in enumerate(outs)]})
         io["__manifest__"] = np.array(json.dumps(dmanifest))
         DELEGATE_IO_DIR.mkdir(exist_ok=True)
         np.savez_compressed(DELEGATE_IO_DIR / f"{name}.npz", **io)
