@@ -22,9 +22,12 @@ def _public_functions():
             if inspect.isclass(obj):
                 if issubclass(obj, BaseException):
                     continue
-                for attr, value in vars(obj).items():
-                    if attr.startswith("_") and attr not in ("__init__", "__call__"):
+                seen = set()  # what a user of the class sees: its own attributes and those pterun bases give it
+                for attr, value in (kv for c in obj.__mro__ if c.__module__.startswith("pterun")
+                                    for kv in vars(c).items()):
+                    if attr in seen or (attr.startswith("_") and attr not in ("__init__", "__call__")):
                         continue
+                    seen.add(attr)
                     if isinstance(value, property):
                         value = value.fget
                     if isinstance(value, (staticmethod, classmethod)):

@@ -129,7 +129,8 @@ class _Shaped:
             setattr(self, name, int(value))
 
     @classmethod
-    def from_array(cls, arr: ArrayLike):
+    def from_array(cls, arr: ArrayLike) -> _Shaped:
+        """One from a 3-D array, its sizes in the constructor's order (an instance of the class it is called on)."""
         x = _data(arr, cls._kind)
         if x.ndim != 3:
             raise InvalidArgumentError(f"{cls._kind} must be 3-D ({', '.join(cls._dims)}), got shape {list(x.shape)}")
