@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from merge_util import add_later, find_runs_in, mean_values, merge_over, run_plan, slots
 from pterun import Runtime
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack.merge import CannotMerge, merge_graphs
+from pterun.delegates.xnnpack.merge import CannotMerge
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
 from pterun.format.schema import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
-from pterun.interp.access import SharedBytes
 from pterun.interp.merge import Absorbed, DelegatePart
 from pterun.interp.tensor import Tensor
 from xnn_payloads import Graph, out_tensor, tensor
@@ -32,9 +32,6 @@ def default_settings(monkeypatch):
     monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
 
 
-def _merge_graphs(parts, graphs, outside, tensors):
-    """merge_graphs over tensors that share no bytes but where the test says so."""
-    return merge_graphs(parts, graphs, outside, tensors, SharedBytes(tensors))
 
 
 # -- graphs: x + y -> mean over the last dim -> * w ------------------------------------------------------------
@@ -52,25 +49,16 @@ def _mul_graph(dims_a, dims_b):
     return G.Graph.read(*g.blob())
 
 
-def _slots(shapes: dict) -> list:
-    tensors = [None] * (max(shapes) + 1)
-    for slot, shape in shapes.items():
-        tensors[slot] = out_tensor(shape, np.float32)
-    return tensors
 
 
 def _merged(read_outside=(13,), mul_in=(2, 3, 1)):
     graphs = {0: _add_graph([2, 3, 4]), 1: _mul_graph(list(mul_in), [2, 3, 5])}
     parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": (2,), "keepdim": True}),
              DelegatePart(1, (11, 12, 13)))
-    tensors = _slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 12: (2, 3, 5), 13: (2, 3, 5)})
-    return _merge_graphs(parts, graphs, lambda s: s in read_outside, tensors)
+    tensors = slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 12: (2, 3, 5), 13: (2, 3, 5)})
+    return merge_over(parts, graphs, lambda s: s in read_outside, tensors)
 
 
-def _run(plan, args_shapes, inputs):
-    outs = [out_tensor(s, np.float32) for s in args_shapes[len(inputs):]]
-    plan.execute([tensor(a) for a in inputs] + outs)
-    return [t.array.copy() for t in outs]
 
 
 def test_merged_graph_joins_values_and_keeps_only_what_outside_reads():
@@ -92,11 +80,11 @@ def test_a_small_program_constant_becomes_part_of_the_merged_graph(engine):
     graphs = {0: _add_graph([2, 3, 4]), 1: _mul_graph([2, 3, 1], [2, 3, 5])}
     parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": (2,), "keepdim": True}),
              DelegatePart(1, (11, 12, 13)))
-    tensors = _slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 13: (2, 3, 5)})
+    tensors = slots({1: (2, 3, 4), 2: (2, 3, 4), 10: (2, 3, 4), 11: (2, 3, 1), 13: (2, 3, 5)})
     w = RNG.standard_normal((2, 3, 5)).astype(np.float32)
     tensors[12] = tensor(w)
     tensors[12].freeze(tensors[12].array.copy())  # read-only, as the program's constants are
-    graph, args = _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
+    graph, args = merge_over(parts, graphs, lambda s: s == 13, tensors)
     assert args == (1, 2, 13)  # w is no input: it is in the graph
     (const,) = [v for v in graph.values.values() if v.data is not None]
     assert np.array_equal(np.frombuffer(const.data, np.float32).reshape(2, 3, 5), w)
@@ -106,10 +94,10 @@ def test_a_small_program_constant_becomes_part_of_the_merged_graph(engine):
     else:
         from pterun.delegates.xnnpack import litert_engine as L
         plan = L.build(graph, 1)
-    (got,) = _run(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5)], [x, y])
+    (got,) = run_plan(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5)], [x, y])
     np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
     tensors[12] = tensor(w)  # writable: it could change between calls, so it stays an input
-    assert _merge_graphs(parts, graphs, lambda s: s == 13, tensors)[1] == (1, 2, 12, 13)
+    assert merge_over(parts, graphs, lambda s: s == 13, tensors)[1] == (1, 2, 12, 13)
 
 
 def _reference(x, y, w):
@@ -126,7 +114,7 @@ def test_merged_graph_with_a_mean_runs_on_both_engines(engine):
     else:
         from pterun.delegates.xnnpack import litert_engine as L
         plan = L.build(graph, 1)
-    (got,) = _run(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5), (2, 3, 5)], [x, y, w])
+    (got,) = run_plan(plan, [(2, 3, 4), (2, 3, 4), (2, 3, 5), (2, 3, 5)], [x, y, w])
     np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
 
 
@@ -202,44 +190,6 @@ def test_merging_is_off_by_variable_for_the_numpy_engine_and_overridden_by_the_r
 
 
 # -- finding runs on a synthetic plan ---------------------------------------------------------------------------
-class _Plan:
-    """The parts of an ExecutionPlan the merge reads: ``values`` as (tag, description) pairs, where the synthetic
-    tensors here have no description (no memory id: none holds shared state)."""
-
-    def __init__(self, chains, operators, outputs=(), inputs=(), tags=()):
-        self.chains, self.operators, self.outputs, self.inputs = chains, operators, outputs, inputs
-        self.values = [(tag, None) for tag in tags]
-
-
-def _mean_values():
-    """Slots: 0-9 tensors [1, 4, 8]; 10 = dims (-1,) via slot 11 = -1; 12 = keepdim True; 13 = None; 14 a mean out."""
-    from pterun.format.schema import BOOL, INT, INT_LIST, NULL, TENSOR
-    values = [out_tensor((1, 4, 8), np.float32) for _ in range(10)] + [(11,), -1, True, None,
-                                                                       out_tensor((1, 4, 1), np.float32)]
-    tags = [TENSOR] * 10 + [INT_LIST, INT, BOOL, NULL, TENSOR]
-    return values, tags
-
-
-def _find(chains, outputs=(), volatile=(), later=None, values=None, delegate_outputs=lambda i: frozenset({1})):
-    """Runs of the synthetic plan, and ``outside``. Each test delegate writes its second argument, unless
-    ``delegate_outputs`` says otherwise (None: not known)."""
-    from pterun.delegates.xnnpack import XnnpackBackend
-    from pterun.interp.access import Accesses
-    from pterun.interp.merge import absorbed_op, find_runs, slots_read_outside
-    values, tags = values or _mean_values()
-    plan = _Plan(chains, ["aten::mean.out", "aten::add.out"], outputs, tags=tags)
-    acc = Accesses(plan, values, tags, delegate_outputs=delegate_outputs)
-    def absorbed(backend, name, args):  # the test backend holds what XNNPACK's merged graphs hold
-        return absorbed_op(XnnpackBackend.absorbed_forms.get(name), args, values, tags, set(volatile))
-
-    runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, absorbed, later,
-                     acc)
-    return runs, slots_read_outside(plan, tags, values, acc)
-
-
-def _add_later(ins):
-    """The test plan's add (a, b, out) may run later: it reads a and b, writes out."""
-    return set(ins.args[:2]), {ins.args[2]}
 
 
 def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
@@ -248,7 +198,7 @@ def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
                KernelCall(0, (2, 10, 12, 13, 3, 3)),  # a trailing mean: not part of the run
                KernelCall(1, (3, 2, 4)),  # not absorbable (the test backend absorbs only what absorbed_op makes)
                DelegateCall(2, (4, 5)), DelegateCall(9, (5, 6)), DelegateCall(3, (5, 7))]]  # 9: no merging backend
-    runs, outside = _find(chains, outputs=(7,))
+    runs, outside = find_runs_in(chains, outputs=(7,))
     assert [(r.start, r.stop, [type(p).__name__ for p in r.parts]) for r in runs] == [
         (0, 4, ["DelegatePart", "Absorbed", "DelegatePart"])]
     (run,) = runs
@@ -259,24 +209,24 @@ def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
 def test_a_mean_with_a_dim_that_changes_at_run_time_is_not_absorbed():
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), DelegateCall(1, (14, 2))]]
-    assert len(_find(chains)[0]) == 1 and _find(chains, volatile=(11,))[0] == []
+    assert len(find_runs_in(chains)[0]) == 1 and find_runs_in(chains, volatile=(11,))[0] == []
 
 
 def test_method_outputs_and_other_chains_count_as_outside():
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), DelegateCall(2, (2, 5))], [KernelCall(1, (2, 3, 4))]]
-    (run,), outside = _find(chains, outputs=(1,))
+    (run,), outside = find_runs_in(chains, outputs=(1,))
     assert [s for s in (0, 1, 2, 5) if outside(run, s)] == [1, 2]  # a method output; read by chain 1
 
 
 def test_an_instruction_the_backend_cannot_hold_is_deferred_when_nothing_later_in_the_run_needs_it():
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
-    (run,), outside = _find(chains, outputs=(5,), later=_add_later)
+    (run,), outside = find_runs_in(chains, outputs=(5,), later=add_later)
     assert (run.start, run.stop, run.deferred) == (0, 3, (1,))
     assert [type(p).__name__ for p in run.parts] == ["DelegatePart", "DelegatePart"]
     assert outside(run, 1) and not outside(run, 4)  # the deferred add reads what the first call wrote
-    assert _find(chains, outputs=(5,))[0] == []  # without ``later`` nothing is deferred
+    assert find_runs_in(chains, outputs=(5,))[0] == []  # without ``later`` nothing is deferred
 
 
 @pytest.mark.parametrize("second, why", [((3, 5), "reads what the deferred add writes"),
@@ -285,7 +235,7 @@ def test_an_instruction_the_backend_cannot_hold_is_deferred_when_nothing_later_i
 def test_an_instruction_is_not_deferred_past_a_call_it_depends_on(second, why):
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, second)]]
-    assert _find(chains, outputs=(5,), later=_add_later)[0] == [], why
+    assert find_runs_in(chains, outputs=(5,), later=add_later)[0] == [], why
 
 
 def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
@@ -293,14 +243,14 @@ def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
     after the merged call would read the new value."""
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
-    values, tags = _mean_values()
+    values, tags = mean_values()
     values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)  # slot 5 reuses 1's memory
-    assert _find(chains, outputs=(5,), later=_add_later, values=(values, tags))[0] == []
+    assert find_runs_in(chains, outputs=(5,), later=add_later, values=(values, tags))[0] == []
     # read by nothing outside, or only by a later part of the run: slot 5 never reaches memory, the add may move
-    (run,), _ = _find(chains, outputs=(), later=_add_later, values=(values, tags))
+    (run,), _ = find_runs_in(chains, outputs=(), later=add_later, values=(values, tags))
     assert run.deferred == (1,)
     chains[0].append(DelegateCall(2, (5, 6)))
-    (run,), _ = _find(chains, outputs=(6,), later=_add_later, values=(values, tags))
+    (run,), _ = find_runs_in(chains, outputs=(6,), later=add_later, values=(values, tags))
     assert (run.start, run.stop, run.deferred) == (0, 4, (1,))
 
 
@@ -348,7 +298,7 @@ def _rope_like_parts(t_max=4):
 @pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
 def test_views_slices_and_squeezes_join_a_merged_graph_at_every_run_time_size(engine):
     parts, graphs, tensors = _rope_like_parts()
-    graph, args = _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+    graph, args = merge_over(parts, graphs, lambda s: s == 14, tensors)
     assert args == (1, 2, 3, 14)
     assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "StaticSlice", "StaticReshape", "Multiply"]
     assert graph.nodes[1].new_shape == [1, 0, 4, 2] and graph.nodes[3].new_shape == [1, 0, 4]  # 0: the run-time dim
@@ -370,7 +320,7 @@ def test_a_squeeze_or_slice_is_not_merged_where_the_dim_that_changes_is_unknown(
     # without the view, the slice reads the first delegate's output: which of its dims changes is not known
     parts = (parts[0], Absorbed("slice", (10,), (12,), {"dim": 2, "start": 1, "end": 2}), parts[4])
     with pytest.raises(CannotMerge, match=r"slice of \[1, 4, 8\]: which dims change at run time is not known"):
-        _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+        merge_over(parts, graphs, lambda s: s == 14, tensors)
 
 
 def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
@@ -378,7 +328,7 @@ def test_an_absorbed_operator_must_give_the_program_tensor_its_shape():
     tensors[13] = out_tensor((1, 2, 8), np.float32, capacity=(1, 2, 8))  # a program that says otherwise
     with pytest.raises(CannotMerge, match=r"squeeze of \[1, 4, 4, 1\] gives \[1, 4, 4\], the program's tensor "
                                           r"has \[1, 2, 8\]"):
-        _merge_graphs(parts, graphs, lambda s: s == 14, tensors)
+        merge_over(parts, graphs, lambda s: s == 14, tensors)
 
 
 def test_a_view_with_two_sizes_known_only_at_run_time_is_not_absorbed():
@@ -403,7 +353,7 @@ def test_a_reshape_read_outside_is_an_output_of_the_merged_graph_and_a_view_is_n
     parts, graphs, tensors = _rope_like_parts()
     reshape = parts[1]._replace(op="reshape")
     for first, outputs in ((parts[1], (14,)), (reshape, (11, 14))):
-        _, args = _merge_graphs((parts[0], first) + parts[2:], graphs, lambda s: s in (11, 14), tensors)
+        _, args = merge_over((parts[0], first) + parts[2:], graphs, lambda s: s in (11, 14), tensors)
         assert args[3:] == outputs  # the view's slot 11 is the replayed view's to bind, not the graph's to write
 
 
@@ -464,120 +414,5 @@ def test_load_dims_litert_refuses_fall_back_to_the_declared_ones():
     plan = L.build(graph, 1, load_dims=lambda ext, dims: (2, 1, 4))
     assert plan._shapes == {plan.inputs[0][1]: (2, 6, 4)}
     x = RNG.standard_normal((2, 6, 4), np.float32)
-    (got,) = _run(plan, [(2, 6, 4), (2, 3, 8)], [x])
+    (got,) = run_plan(plan, [(2, 6, 4), (2, 3, 8)], [x])
     assert np.array_equal(got, x.reshape(2, 3, 8))
-
-
-# -- two values, one buffer ----------------------------------------------------------------------------------------
-def _aliased_pair(shift_bytes=0):
-    """Delegate 0 writes slot 10 ([2, 16, 1, 1]); delegate 1 reads slot 11 ([2, 16]) laid over the same bytes, as
-    ExecuTorch 0.6 and 1.0 leave a flatten between two delegates: nothing but two values at one offset. With
-    ``shift_bytes``, slot 11 starts that far into slot 10's memory (an overlap that is no reshape)."""
-    g0 = Graph()
-    a, b, o = g0.input([2, 16, 1, 1]), g0.input([2, 16, 1, 1]), g0.output([2, 16, 1, 1])
-    g0.node("Add", input1_id=a, input2_id=b, output_id=o)
-    g1 = Graph()
-    x, w, o = g1.input([2, 16]), g1.input([2, 16]), g1.output([2, 16])
-    g1.node("Multiply", input1_id=x, input2_id=w, output_id=o)
-    graphs = {0: G.Graph.read(*g0.blob()), 1: G.Graph.read(*g1.blob())}
-    parts = (DelegatePart(0, (1, 2, 10)), DelegatePart(1, (11, 12, 13)))
-    tensors = _slots({1: (2, 16, 1, 1), 2: (2, 16, 1, 1), 10: (2, 16, 1, 1), 12: (2, 16), 13: (2, 16)})
-    arena = np.zeros(128 + shift_bytes, np.uint8)
-    tensors[10] = Tensor(np.dtype(np.float32), (2, 16, 1, 1), (0, 1, 2, 3), arena[:128])
-    tensors[11] = Tensor(np.dtype(np.float32), (2, 16), (0, 1), arena[shift_bytes:shift_bytes + 128])
-    return parts, graphs, tensors
-
-
-@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
-def test_a_read_of_bytes_an_earlier_part_wrote_through_another_value_joins_it_through_a_reshape(engine):
-    parts, graphs, tensors = _aliased_pair()
-    graph, args = _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
-    assert args == (1, 2, 12, 13)  # slot 11 is no input: its bytes are what the first part wrote
-    assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "Multiply"]
-    add, reshape, mul = graph.nodes
-    assert reshape.input_id == add.output_id and reshape.new_shape == [2, 16] and mul.input1_id == reshape.output_id
-    x, y = RNG.standard_normal((2, 16, 1, 1), np.float32), RNG.standard_normal((2, 16, 1, 1), np.float32)
-    w = RNG.standard_normal((2, 16), np.float32)
-    if engine == "numpy":
-        plan = compile_graph(graph)
-    else:
-        from pterun.delegates.xnnpack import litert_engine as L
-        plan = L.build(graph, 1)
-    (got,) = _run(plan, [(2, 16, 1, 1), (2, 16, 1, 1), (2, 16), (2, 16)], [x, y, w])
-    np.testing.assert_allclose(got, (x + y).reshape(2, 16) * w, rtol=1e-6, atol=1e-6)
-
-
-def test_a_read_of_bytes_an_earlier_part_wrote_in_part_is_not_merged():
-    parts, graphs, tensors = _aliased_pair(shift_bytes=64)
-    with pytest.raises(CannotMerge, match=r"slot 11 reads memory that slot 10 wrote in part"):
-        _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
-
-
-def test_a_read_of_bytes_through_another_dtype_is_not_merged():
-    parts, graphs, tensors = _aliased_pair()
-    arena = tensors[10].storage
-    tensors[11] = Tensor(np.dtype(np.int32), (2, 16), (0, 1), arena)  # same bytes, read as int32
-    with pytest.raises(CannotMerge, match=r"slot 11 reads the bytes slot 10 wrote, as another value"):
-        _merge_graphs(parts, graphs, lambda s: s == 13, tensors)
-
-
-def test_a_value_whose_bytes_are_read_after_the_run_through_another_value_is_an_output():
-    """Slot 1 is written by the first call and read by nothing by name; slot 6 lies over its bytes and an add after
-    the run reads it: the merged call must write slot 1 to memory."""
-    from pterun.format.schema import DelegateCall, KernelCall
-    chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), KernelCall(1, (6, 7, 11, 8))]]  # add.out(6, 7) -> 8
-    values, tags = _mean_values()
-    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
-    assert not outside(run, 1)  # nothing reads its bytes after the run
-    values[6] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)  # one buffer, two values
-    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
-    assert outside(run, 1) and not outside(run, 0)
-    # written again before the add reads it: the bytes the run left are not read
-    chains[0].insert(2, KernelCall(1, (3, 4, 11, 6)))
-    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
-    assert not outside(run, 1)
-
-
-def test_a_dynamic_write_covers_its_own_readers_but_not_the_bytes_others_read():
-    from pterun.format.schema import DelegateCall, KernelCall
-    values, tags = _mean_values()
-    # slot 6 is dynamic (a write may cover only part of it), slot 9 static, both over slot 1's bytes
-    values[6] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage, dynamic=True)
-    values[9] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)
-    chains = [[DelegateCall(0, (0, 1)), DelegateCall(1, (1, 2)), KernelCall(1, (3, 4, 11, 6)),
-               KernelCall(1, (6, 9, 11, 8))]]
-    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
-    assert outside(run, 1)  # slot 9 is read with only a write of the dynamic slot 6 between
-    chains[0][3] = KernelCall(1, (6, 6, 11, 8))
-    (run,), outside = _find(chains, outputs=(8,), values=(values, tags))
-    assert not outside(run, 1)  # the only reader reads slot 6, which the add wrote
-
-
-def test_a_deferred_instruction_is_not_moved_past_a_call_whose_outputs_are_not_known():
-    """Where a backend does not say which arguments a delegate writes, every argument counts as read and none as
-    written, so the deferral that needs the second call's output to stay out of memory is refused."""
-    from pterun.format.schema import DelegateCall, KernelCall
-    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 2, 3)), DelegateCall(1, (4, 5))]]
-    values, tags = _mean_values()
-    values[5] = Tensor(values[1].dtype, values[1].shape, (0, 1, 2), values[1].storage)
-    (run,), _ = _find(chains, later=_add_later, values=(values, tags))
-    assert run.deferred == (1,)
-    assert _find(chains, later=_add_later, values=(values, tags), delegate_outputs=lambda i: None)[0] == []
-
-
-def test_an_instruction_writing_a_list_is_not_deferred_past_a_call_reading_a_member():
-    """A split writes a tensor list; the next delegate call reads one of its members: the split must run before it
-    (ExecuTorch 0.6 and 1.0 leave a transformer block's q/k/v split between two delegates this way)."""
-    from pterun.format.schema import TENSOR_LIST, DelegateCall, KernelCall
-    values, tags = _mean_values()
-    values.append((3, 4))  # slot 15: a list of slots 3 and 4
-    tags.append(TENSOR_LIST)
-
-    def split_later(ins):  # reads its input, writes the list
-        return {ins.args[0]}, {ins.args[1]}
-
-    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 15)), DelegateCall(1, (4, 5))]]
-    assert _find(chains, outputs=(5,), later=split_later, values=(values, tags))[0] == []
-    chains = [[DelegateCall(0, (0, 1)), KernelCall(1, (1, 15)), DelegateCall(1, (6, 5))]]  # reads no member
-    (run,), _ = _find(chains, outputs=(5, 3, 4), later=split_later, values=(values, tags))
-    assert run.deferred == (1,)
