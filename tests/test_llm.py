@@ -9,7 +9,6 @@ prefill) runs against a fake program that spells a fixed UTF-8 string one byte-t
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -24,10 +23,11 @@ from pterun import Runtime
 from pterun.errors import InvalidArgumentError
 from pterun.kernels import llm as K
 from pterun.kernels.registry import KERNELS, Kernel
-from pterun.llm import GenerationConfig, Sampler, Stats, StreamDecoder, TextLLMRunner, load_tokenizer
-from pterun.llm.cli import add_generate_parser, cmd_generate
+from pterun.llm import GenerationConfig, Sampler, Stats, TextLLMRunner, load_tokenizer
+from pterun.llm.cli import cmd_generate
 from pterun.llm.tokenizer import Tokenizer
 from fixtures_util import needs
+from llm_util import generate_args, greedy_config
 
 LLM = Path(__file__).parent / "fixtures" / "llm"
 MANIFEST = json.loads((LLM / "manifest.json").read_text(encoding="utf-8"))
@@ -40,8 +40,7 @@ LOGIT_TOL = {"kv_8da4w": 1e-3}  # measured: 4e-7 for every variant
 
 
 def greedy(**kw) -> GenerationConfig:
-    return GenerationConfig(**{"echo": False, "temperature": 0.0, "max_new_tokens": MANIFEST["max_new"], "num_bos": 1,
-                               **kw})
+    return greedy_config(MANIFEST["max_new"], **kw)
 
 
 @pytest.fixture(scope="module", params=VARIANTS)
@@ -304,79 +303,11 @@ def test_seeded_sampling_is_reproducible():
     assert len({tuple(run(seed=s)) for s in range(4)}) > 1
 
 
-# ==============================================================================================================
-# Tokenizers and the streaming decoder
-# ==============================================================================================================
-TEXT = "naïve café → 東京 🙂 Größe €3 ok"
-
-
-def _check_streaming(tok: Tokenizer, text: str = TEXT) -> list[str]:
-    ids = tok.encode(text)
-    singles = [tok.decode([i]) for i in ids]
-    assert any("\ufffd" in s for s in singles), "no character was split across tokens: the test would prove nothing"
-    dec = StreamDecoder(tok)
-    pieces = [dec.push(i) for i in ids] + [dec.flush()]
-    assert all("\ufffd" not in p for p in pieces)
-    assert "".join(pieces) == tok.decode(ids) == text
-    return pieces
-
-
-def test_stream_decoder_never_breaks_a_character_hf():
-    needs("tokenizers")
-    tok = load_tokenizer(TOKENIZER)
-    assert type(tok).__name__ == "HFTokenizer" and tok.bos_id == MANIFEST["bos"] and tok.eos_id == MANIFEST["eos"]
-    _check_streaming(tok)
-    dec = StreamDecoder(tok)
-    assert dec.push(tok.eos_id) == ""  # special tokens are not text
-
-
 def test_generated_multibyte_characters_come_out_whole():
     needs("tokenizers")
     runner = TextLLMRunner(LLM / "kv_xnn.pte", TOKENIZER)
     pieces = list(runner.stream(PROMPTS[1], max_new_tokens=40, temperature=0))
     assert "東" in pieces and "🙂" in pieces and all("\ufffd" not in p for p in pieces)
-
-
-def test_tiktoken_file(tmp_path):
-    needs("tiktoken")
-    import base64
-    ranks = [bytes([b]) for b in range(256)] + [b"ca", b"caf", " 東".encode()[:2], b"ok"]
-    path = tmp_path / "tok.model"
-    path.write_bytes(b"".join(base64.b64encode(t) + b" %d\n" % r for r, t in enumerate(ranks)))
-    tok = load_tokenizer(path)
-    assert type(tok).__name__ == "TiktokenTokenizer"
-    assert tok.bos_id == len(ranks) and tok.eos_id == len(ranks) + 1 and tok.vocab_size == len(ranks) + 256
-    assert tok.encode("ok", bos=1, eos=1) == [tok.bos_id, 259, tok.eos_id]
-    _check_streaming(tok)
-
-
-def test_sentencepiece_model(tmp_path):
-    needs("sentencepiece")
-    import sentencepiece as spm
-    import io
-    model = io.BytesIO()
-    sentences = ["the cat sat on the mat", "a naive cat in a cafe", "ok go now"] * 50 + [TEXT]
-    # rare characters fall outside the 98 % coverage and are spelled with byte-fallback pieces
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences), model_writer=model, vocab_size=300,
-                                   byte_fallback=True, character_coverage=0.98, model_type="bpe", minloglevel=2)
-    path = tmp_path / "sp.model"
-    path.write_bytes(model.getvalue())
-    tok = load_tokenizer(path)
-    assert type(tok).__name__ == "SentencePieceTokenizer" and tok.bos_id is not None
-    assert tok.encode("cat", bos=1)[0] == tok.bos_id
-    _check_streaming(tok)
-
-
-def test_unknown_tokenizer_and_missing_library(tmp_path, monkeypatch):
-    bad = tmp_path / "bad.bin"
-    bad.write_bytes(b"\x00\x01garbage")
-    with pytest.raises(ValueError, match="not a tokenizer"):
-        load_tokenizer(bad)
-    monkeypatch.setitem(sys.modules, "tokenizers", None)
-    with pytest.raises(ImportError, match=r"^reading .*tokenizer.json needs the 'tokenizers' package: pip install "
-                                          r"tokenizers \(every tokenizer library: pip install 'pterun\[llm\]', or "
-                                          r"pip install -e '\.\[llm\]' in a clone of pterun\)$"):
-        load_tokenizer(TOKENIZER)
 
 
 # ==============================================================================================================
@@ -515,15 +446,9 @@ def test_stop_from_a_callback_and_context_limits():
 # ==============================================================================================================
 # The CLI, and no torch anywhere
 # ==============================================================================================================
-def _cli(argv):
-    parser = argparse.ArgumentParser()
-    add_generate_parser(parser.add_subparsers())
-    return parser.parse_args(argv)
-
-
 def test_cli_streams_text_and_reports_stats(capsys):
     needs("tokenizers")
-    args = _cli(["generate", str(LLM / "kv_xnn.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[2],
+    args = generate_args(["generate", str(LLM / "kv_xnn.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[2],
                  "--temperature", "0"])
     assert cmd_generate(args) == 0
     out, err = capsys.readouterr()
@@ -535,7 +460,7 @@ def test_cli_streams_text_and_reports_stats(capsys):
 
 def test_cli_ctrl_c_stops_cleanly_and_still_reports(capsys, monkeypatch):
     needs("tokenizers")
-    args = _cli(["generate", str(LLM / "kv_sdpa.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[0],
+    args = generate_args(["generate", str(LLM / "kv_sdpa.pte"), "--tokenizer", str(TOKENIZER), "--prompt", PROMPTS[0],
                  "--seed", "1", "--top-k", "5", "--top-p", "0.8"])
     written = []
 

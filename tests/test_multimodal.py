@@ -10,7 +10,6 @@ PT2E int8 and text decoder 8da4w on XNNPACK, 8-bit token embeddings), with Execu
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -24,9 +23,10 @@ from pterun import Runtime
 from pterun.errors import InvalidArgumentError, InvalidProgramError, NotSupportedError
 from pterun.llm import (GenerationConfig, Image, MultimodalInput, MultimodalRunner, make_audio_input,
                         make_image_input, make_raw_audio_input, make_text_input, make_token_input)
-from pterun.llm.cli import add_generate_parser, cmd_generate
+from pterun.llm.cli import cmd_generate
 from pterun.llm.tokenizer import Tokenizer
 from fixtures_util import needs
+from llm_util import generate_args, greedy_config
 
 MM = Path(__file__).parent / "fixtures" / "multimodal"
 MANIFEST = json.loads((MM / "manifest.json").read_text(encoding="utf-8"))["llava"]
@@ -47,8 +47,7 @@ def runner():
 
 
 def greedy(**kw) -> GenerationConfig:
-    return GenerationConfig(**{"echo": False, "temperature": 0.0, "max_new_tokens": MANIFEST["max_new_tokens"],
-                               "num_bos": 1, **kw})
+    return greedy_config(MANIFEST["max_new_tokens"], **kw)
 
 
 def inputs_of(case, rec, layout: str = "HWC") -> list[MultimodalInput]:
@@ -383,12 +382,6 @@ def test_fake_program_raw_audio_through_a_preprocessor_and_2d_encoder_output():
 # ==============================================================================================================
 # The command line, and no torch
 # ==============================================================================================================
-def _cli(argv):
-    parser = argparse.ArgumentParser()
-    add_generate_parser(parser.add_subparsers())
-    return parser.parse_args(argv)
-
-
 def test_cli_generate_with_images(tmp_path, capsys, rec):
     needs("tokenizers")
     case = CASES[0]
@@ -399,13 +392,13 @@ def test_cli_generate_with_images(tmp_path, capsys, rec):
     want = "".join(case["runner_pieces"])
     for image in ("img.npy", "img.ppm"):
         prompt = case["inputs"][0][1] + "{image}" + case["inputs"][2][1]
-        args = _cli(["generate", str(PTE), "--tokenizer", str(TOK), "--prompt", prompt, "--image",
+        args = generate_args(["generate", str(PTE), "--tokenizer", str(TOK), "--prompt", prompt, "--image",
                      str(tmp_path / image), "--temperature", "0", "--max-new-tokens", str(MANIFEST["max_new_tokens"])])
         assert cmd_generate(args) == 0
         out, err = capsys.readouterr()
         assert out == want + "\n"
         assert f"prompt tokens: {case['prompt_positions']}" in err and "time to first token" in err
-    args = _cli(["generate", str(PTE), "--tokenizer", str(TOK), "--prompt", "{image}{image}", "--image",
+    args = generate_args(["generate", str(PTE), "--tokenizer", str(TOK), "--prompt", "{image}{image}", "--image",
                  str(tmp_path / "img.npy")])
     with pytest.raises(ValueError, match="names {image} more often"):
         cmd_generate(args)
@@ -432,47 +425,6 @@ def test_multimodal_generation_never_imports_torch(tmp_path, rec):
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip().endswith("OK")
-
-
-# ==============================================================================================================
-# tekken.json (Mistral's tokenizer: Voxtral, Pixtral ...), against ExecuTorch's own Tekken tokenizer
-# ==============================================================================================================
-TEKKEN = json.loads((MM / "manifest.json").read_text(encoding="utf-8"))["tekken"]
-
-
-def test_tekken_encodes_as_executorch_does():
-    needs("tiktoken")
-    from pterun.llm.tokenizer import StreamDecoder, TekkenTokenizer, load_tokenizer
-    tok = load_tokenizer(MM / "tekken.json")
-    assert type(tok) is TekkenTokenizer
-    assert (tok.bos_id, tok.eos_id, tok.vocab_size) == (TEKKEN["bos_id"], TEKKEN["eos_id"], TEKKEN["vocab_size"])
-    assert tok.special_ids == frozenset(range(TEKKEN["num_special"]))
-    for case in TEKKEN["cases"]:
-        ids = case["ids_bos_eos"]
-        assert tok.encode(case["text"], bos=1, eos=1) == ids, case["text"]
-        for i, piece in zip(ids, case["pieces"], strict=True):
-            if piece is not None and i not in tok.special_ids:  # pterun never shows a special token as text
-                assert tok.decode([i]) == piece
-        assert tok.decode(ids) == case["text"].replace("<s>", "").replace("[INST]", "")
-    assert tok.token_to_id("[INST]") == 3 and tok.token_to_id("<SPECIAL_31>") == 31
-    assert tok.token_to_id("Hello") == tok.encode("Hello")[0] and tok.token_to_id("no such token") is None
-    text = "Ωμέγα 😀 ξ ÿ"  # unseen in training: each character spread over byte tokens
-    ids = tok.encode(text)
-    assert any("\ufffd" in tok.decode([i]) for i in ids)
-    dec = StreamDecoder(tok)
-    assert "".join([dec.push(i) for i in ids] + [dec.flush()]) == text
-
-
-def test_tekken_errors(tmp_path, monkeypatch):
-    needs("tiktoken")
-    from pterun.llm.tokenizer import load_tokenizer
-    bad = tmp_path / "tekken.json"
-    bad.write_text('{"config": {"default_num_special_tokens": 3, "num_vocab_tokens": 4}, "vocab": 5}')
-    with pytest.raises(ValueError, match="not a tekken.json pterun can read"):
-        load_tokenizer(bad)
-    monkeypatch.setitem(sys.modules, "tiktoken", None)
-    with pytest.raises(ImportError, match="reading a Mistral tekken.json needs the 'tiktoken' package"):
-        load_tokenizer(MM / "tekken.json")
 
 
 def test_a_plain_string_is_a_text_input(runner, rec):
@@ -502,61 +454,3 @@ def test_float_features_go_to_a_bfloat16_audio_encoder_converted():
     assert sent.dtype == ml_dtypes.bfloat16 and float(sent.astype(np.float32).max()) == 1.0
     with pytest.raises(NotSupportedError, match="takes bfloat16 input, but this audio holds uint8"):
         list(runner.stream_ids([make_audio_input(np.zeros((1, 8, 6), np.uint8))], greedy()))
-
-
-# ==============================================================================================================
-# Audio + text: a Voxtral program (optimum-executorch), against ExecuTorch's MultimodalRunner
-# ==============================================================================================================
-VOX = json.loads((MM / "manifest.json").read_text(encoding="utf-8"))["voxtral"]
-
-
-@pytest.fixture(scope="module", params=["preprocessor_pte", "numpy_front_end"])
-def voxtral(request):
-    needs("tiktoken")
-    pre = MM / "voxtral_preprocessor.pte" if request.param == "preprocessor_pte" else None
-    return MultimodalRunner(MM / "voxtral.pte", MM / "tekken.json", preprocessor_path=pre)
-
-
-def _vox_inputs(case):
-    from pterun.llm.audio import read_wav
-    wav = np.tile(read_wav(MM / case["wav"])[0], case["repeat"])
-    return [make_text_input(case["before"]), make_raw_audio_input(wav), make_text_input(case["after"])]
-
-
-@pytest.mark.parametrize("case", VOX["cases"], ids=[c["name"] for c in VOX["cases"]])
-def test_voxtral_greedy_tokens_match_executorch(voxtral, case):
-    n = VOX["cases"].index(case)
-    rec = np.load(MM / "voxtral.npz")
-    voxtral.reset()
-    cfg = greedy(max_new_tokens=VOX["max_new_tokens"], num_bos=0)  # the prompt spells <s> itself
-    assert list(voxtral.stream_ids(_vox_inputs(case), cfg)) == rec[f"c{n}_generated"].tolist()
-    assert voxtral.stats.num_prompt_tokens == case["prompt_positions"]  # 375 audio positions per 30 s chunk
-
-
-def test_voxtral_text_matches_executorchs_runner(voxtral):
-    case = VOX["cases"][0]
-    voxtral.reset()
-    text = voxtral.generate_text(_vox_inputs(case), greedy(max_new_tokens=VOX["max_new_tokens"], num_bos=0))
-    special = set(_tekken_specials())
-    assert text == "".join(p for p in case["runner_pieces"] if p not in special)
-    info = voxtral.info
-    assert info.modalities == ("audio",) and info.cache_positions and info.eos_ids == {2}
-
-
-def _tekken_specials():
-    data = json.loads((MM / "tekken.json").read_text(encoding="utf-8"))
-    return [t["token_str"] for t in data["special_tokens"]]
-
-
-def test_cli_generate_with_audio(capsys):
-    needs("tiktoken")
-    case = VOX["cases"][0]
-    special = set(_tekken_specials())
-    want = "".join(p for p in case["runner_pieces"] if p not in special)
-    for pre in ([], ["--preprocessor", str(MM / "voxtral_preprocessor.pte")]):
-        args = _cli(["generate", str(MM / "voxtral.pte"), "--tokenizer", str(MM / "tekken.json"), "--prompt",
-                     case["before"] + "{audio}" + case["after"], "--audio", str(MM / case["wav"]), "--num-bos", "0",
-                     "--temperature", "0", "--max-new-tokens", str(VOX["max_new_tokens"])] + pre)
-        assert cmd_generate(args) == 0
-        out, err = capsys.readouterr()
-        assert out == want + "\n" and f"prompt tokens: {case['prompt_positions']}" in err
