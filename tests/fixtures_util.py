@@ -5,12 +5,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 FIXTURES = Path(__file__).parent / "fixtures"
+SRC = Path(__file__).resolve().parents[1] / "src"
 
 #: for the tests that fork on purpose after threads have started (pterun's pool, LiteRT's): Python 3.12+ warns
 #: at every such fork ("This process ... is multi-threaded, use of fork() may lead to deadlocks"), and forking a
@@ -151,3 +155,12 @@ def mlp_with_randn(program):
     return ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain], plan.operators + ["aten::randn.out"],
                          plan.delegates, plan.buffer_sizes)
 
+
+
+def run_python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``code`` (dedented) in a fresh Python that imports this checkout's pterun, with the environment minus
+    PTERUN_ENGINE plus ``env``; output captured as text, two minutes at most."""
+    script = f"import sys; sys.path.insert(0, {str(SRC)!r})\n" + textwrap.dedent(code)
+    e = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}
+    e.update(env or {})
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=e, timeout=120)

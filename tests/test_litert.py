@@ -1,22 +1,17 @@
-"""The LiteRT engine and engine selection: what runs where, the fallbacks (LiteRT missing, its schema module
-changed, a graph it cannot take, an input shape it cannot take), the engine setting's sources, the delegate
-being XNNPACK's (never LiteRT's builtin kernels), 4-bit weights staying packed, and LiteRT's stderr line.
-Fixture accuracy on both engines is in test_xnnpack_fixtures.py."""
+"""The LiteRT engine: the fallbacks (LiteRT missing or failing to import, its schema module changed, a graph it
+cannot take, an input shape it cannot take), the delegate being XNNPACK's (never LiteRT's builtin kernels), dynamic
+shapes, threads, 4-bit weights staying packed. Which engine is chosen, and what the user sees of it, is in
+test_engine_selection.py; fixture accuracy on both engines in test_xnnpack_fixtures.py."""
 
 from __future__ import annotations
 
 import importlib.util
 import logging
-import os
-import subprocess
 import sys
-import textwrap
-import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
-from fixtures_util import FIXTURES, load_calls
+from fixtures_util import FIXTURES, load_calls, run_python
 
 from pterun import Runtime
 from pterun.delegates.xnnpack import load
@@ -28,7 +23,6 @@ from xnn_refs import randn
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
-SRC = Path(__file__).resolve().parents[1] / "src"
 
 
 @pytest.fixture(autouse=True)
@@ -37,68 +31,30 @@ def default_engine(monkeypatch):
     monkeypatch.delenv("PTERUN_ENGINE", raising=False)
 
 
-def _subprocess(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    script = f"import sys; sys.path.insert(0, {str(SRC)!r})\n" + textwrap.dedent(code)
-    e = {k: v for k, v in os.environ.items() if k != "PTERUN_ENGINE"}
-    e.update(env or {})
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=e, timeout=120)
-
-
-# ==============================================================================================================
-# Engine selection
-# ==============================================================================================================
-@needs_litert
-def test_auto_runs_xnnpack_delegates_on_litert_and_reports_it():
-    program = Runtime().load_program(FIXTURES / "xnn_mobilenet_v2.pte")
-    assert program.engine == "auto"
-    method = program.load_method("forward")
-    (d,) = method.delegates
-    assert (d.index, d.backend, d.engine, d.reason) == (0, "XnnpackBackend", "litert", None)
-
-
-def test_numpy_engine_is_chosen_with_no_reason():
-    method = Runtime(engine="numpy").load_program(FIXTURES / "xnn_mobilenet_v2.pte").load_method("forward")
-    assert [(d.engine, d.reason) for d in method.delegates] == [("numpy", None)]
-
-
-def test_programs_without_delegates_report_none():
-    method = Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward")
-    assert method.delegates == []
-
-
-def test_engine_argument_beats_runtime_setting_beats_environment(monkeypatch):
-    monkeypatch.setenv("PTERUN_ENGINE", "numpy")
-    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
-    monkeypatch.setenv("PTERUN_ENGINE", "auto")
-    assert Runtime(engine="numpy").load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
-    assert Runtime(engine="numpy").load_program(FIXTURES / "xnn_mlp.pte", engine="auto").engine == "auto"
-    monkeypatch.setenv("PTERUN_ENGINE", " NumPy ")
-    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").engine == "numpy"
-
-
-@needs_litert
-def test_the_engine_is_decided_at_load_program(monkeypatch):
-    program = Runtime().load_program(FIXTURES / "xnn_mlp.pte")
-    monkeypatch.setenv("PTERUN_ENGINE", "numpy")  # too late for this program
-    assert program.engine == "auto" and program.load_method("forward").delegates[0].engine == "litert"
-    assert Runtime().load_program(FIXTURES / "xnn_mlp.pte").load_method("forward").delegates[0].engine == "numpy"
-
-
-def test_bad_engine_values_are_value_errors(monkeypatch):
-    with pytest.raises(ValueError, match=r"engine must be one of 'auto', 'numpy', 'litert', got 'tflite'"):
-        Runtime(engine="tflite")
-    with pytest.raises(ValueError, match=r"engine must be one of .* got 'gpu'"):
-        Runtime().load_program(FIXTURES / "xnn_mlp.pte", engine="gpu")
-    monkeypatch.setenv("PTERUN_ENGINE", "fast")
-    with pytest.raises(ValueError, match=r"PTERUN_ENGINE must be one of .* got 'fast'"):
-        Runtime().load_program(FIXTURES / "xnn_mlp.pte")
-
-
 # ==============================================================================================================
 # Fallbacks
 # ==============================================================================================================
+def test_a_litert_that_fails_to_import_falls_back():
+    r = run_python("""
+        import importlib.abc, sys
+
+        class Broken(importlib.abc.MetaPathFinder):  # as a native library that does not load on this system
+            def find_spec(self, name, path=None, target=None):
+                if name == "ai_edge_litert" or name.startswith("ai_edge_litert."):
+                    raise OSError("libLiteRt.so: cannot open shared object file")
+
+        sys.meta_path.insert(0, Broken())
+        import pterun
+        (d,) = pterun.Runtime().load_program("%s").load_method("forward").delegates
+        print(d.engine, "|", d.reason)
+    """ % (FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ("numpy | LiteRT unavailable: ai-edge-litert does not import (OSError: libLiteRt.so: cannot "
+                        "open shared object file)\n")
+
+
 def test_missing_litert_falls_back_under_auto_and_is_an_error_when_requested():
-    r = _subprocess("""
+    r = run_python("""
         sys.modules["ai_edge_litert"] = None  # as if not installed
         import pterun
         from pterun.errors import DelegateError
@@ -464,15 +420,6 @@ def _avg_pool_3x3_s2_pad_bottom_right(x: np.ndarray) -> np.ndarray:
 
 
 @needs_litert
-def test_the_interpreter_gets_pterun_threads(monkeypatch):
-    from pterun import threads
-
-    monkeypatch.setattr(threads, "_width", 2)
-    blob, named = _fc_graph(2048, 2048).blob()
-    assert load(blob, named, "litert").num_threads == 2
-
-
-@needs_litert
 def test_int4_weights_stay_packed_and_bf16_scales_become_exact_fp16():
     from pterun.delegates.xnnpack import Graph as TypedGraph
     from pterun.delegates.xnnpack.litert_engine import plan as L
@@ -498,151 +445,3 @@ def test_a_bf16_scale_fp16_cannot_hold_keeps_the_graph_on_numpy():
     ex = load(blob, named, "auto")
     assert ex.engine == "numpy"
     assert "is not exactly representable in fp16, which TFLite's blockwise int4 requires" in ex.engine_reason
-
-
-# ==============================================================================================================
-# Imports and LiteRT's stderr line
-# ==============================================================================================================
-def test_import_pterun_does_not_import_litert_and_portable_programs_do_not_either():
-    r = _subprocess(f"""
-        import pterun
-        assert "ai_edge_litert" not in sys.modules
-        pterun.Runtime().load_program({str(FIXTURES / "mlp.pte")!r}).load_method("forward")
-        assert "ai_edge_litert" not in sys.modules
-        pterun.Runtime().load_program({str(FIXTURES / "xnn_mlp.pte")!r}, engine="numpy").load_method("forward")
-        assert "ai_edge_litert" not in sys.modules
-        print("ok")
-    """)
-    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
-
-
-@needs_litert
-def test_loading_an_xnnpack_program_imports_litert_and_prints_nothing():
-    r = _subprocess(f"""
-        import logging
-        import pterun
-        records = []
-        logging.getLogger("pterun").addHandler(type("H", (logging.Handler,), {{"emit": lambda s, r: records.append(
-            r.getMessage())}})())
-        logging.getLogger("pterun").setLevel(logging.INFO)
-        m = pterun.Runtime().load_program({str(FIXTURES / "xnn_mobilenet_v2.pte")!r}).load_method("forward")
-        assert "ai_edge_litert" in sys.modules and m.delegates[0].engine == "litert"
-        print(records)
-    """)
-    assert r.returncode == 0, r.stderr
-    assert r.stderr == ""  # LiteRT's "INFO: Created TensorFlow Lite XNNPACK delegate for CPU." did not get out
-    assert "LiteRT: INFO: Created TensorFlow Lite XNNPACK delegate for CPU." in r.stdout
-
-
-@needs_litert
-def test_stderr_capture_passes_other_writers_through(capfd, caplog):
-    from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
-
-    def other_thread():
-        os.write(2, b"a line from another thread\n")
-
-    with caplog.at_level(logging.INFO, logger="pterun"):
-        with capture_native_stderr():
-            os.write(2, b"INFO: native log line\n")
-            t = threading.Thread(target=other_thread)
-            t.start()
-            t.join()
-            os.write(2, b"partial line without newline")
-    err = capfd.readouterr().err
-    assert err == "a line from another thread\npartial line without newline"
-    assert [r.getMessage() for r in caplog.records] == ["LiteRT: INFO: native log line"]
-
-
-# ==============================================================================================================
-# The CLI: --engine, inspect, bench
-# ==============================================================================================================
-def test_cli_engine_flag_reaches_inspect_and_bench(monkeypatch, capsys):
-    import json
-
-    from pterun.cli import main
-
-    monkeypatch.setenv("PTERUN_ENGINE", "auto")  # restored afterwards: --engine sets it for the process
-    assert main(["--engine", "numpy", "inspect", str(FIXTURES / "xnn_mlp.pte")]) == 0
-    assert "    engine: numpy\n" in capsys.readouterr().out
-    assert main(["--engine", "numpy", "inspect", "--json", str(FIXTURES / "xnn_mlp.pte")]) == 0
-    (d,) = json.loads(capsys.readouterr().out)["methods"][0]["delegates"]
-    assert (d["engine"], d["engine_reason"]) == ("numpy", None)
-    assert main(["--engine", "numpy", "bench", "--repeat", "2", str(FIXTURES / "xnn_mlp.pte")]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine numpy"
-
-
-@needs_litert
-def test_cli_inspect_shows_why_a_delegate_is_not_on_litert(monkeypatch, capsys):
-    from pterun.cli import main
-
-    monkeypatch.setenv("PTERUN_ENGINE", "auto")
-    assert main(["inspect", str(FIXTURES / "xnn_cnn.pte")]) == 0
-    assert ("    engine: numpy (node 9 (XNNAvgPooling2d): pool padding [1, 1, 1, 1] is neither VALID nor SAME)\n"
-            in capsys.readouterr().out)
-    assert main(["--engine", "litert", "bench", "--repeat", "2", str(FIXTURES / "xnn_mobilenet_v2.pte")]) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "delegate 0 (XnnpackBackend): engine litert"
-
-
-
-def test_a_litert_that_fails_to_import_falls_back():
-    r = _subprocess("""
-        import importlib.abc, sys
-
-        class Broken(importlib.abc.MetaPathFinder):  # as a native library that does not load on this system
-            def find_spec(self, name, path=None, target=None):
-                if name == "ai_edge_litert" or name.startswith("ai_edge_litert."):
-                    raise OSError("libLiteRt.so: cannot open shared object file")
-
-        sys.meta_path.insert(0, Broken())
-        import pterun
-        (d,) = pterun.Runtime().load_program("%s").load_method("forward").delegates
-        print(d.engine, "|", d.reason)
-    """ % (FIXTURES / "xnn_mlp.pte"))
-    assert r.returncode == 0, r.stderr
-    assert r.stdout == ("numpy | LiteRT unavailable: ai-edge-litert does not import (OSError: libLiteRt.so: cannot "
-                        "open shared object file)\n")
-
-
-# ==============================================================================================================
-# Threads per delegate
-# ==============================================================================================================
-def _fc_graph(k: int, n: int) -> Graph:
-    g = Graph()
-    x = g.input([1, k], P.FP32)
-    w = g.value([n, k], P.FP32, data=np.zeros((n, k), F32))
-    g.node("FullyConnected", input1_id=x, filter_id=w, bias_id=P.INVALID_ID, output_id=g.output([1, n], P.FP32))
-    return g
-
-
-@pytest.fixture
-def two_threads():
-    from pterun.threads import num_threads, set_num_threads
-    before = num_threads()
-    set_num_threads(2)
-    yield
-    set_num_threads(before)
-
-
-@needs_litert
-@pytest.mark.parametrize("k,n,threads", [(64, 64, 1), (250, 399, 1), (250, 400, 2), (2048, 2048, 2)])
-def test_a_delegate_of_small_layers_runs_on_one_thread(two_threads, k, n, threads):
-    # LITERT_MIN_NODE_WORK (pterun.delegates.xnnpack): 100,000 multiply-adds per node on average
-    blob, named = _fc_graph(k, n).blob("named")
-    plan = load(blob, named, "litert")
-    assert (plan.engine, plan.num_threads) == ("litert", threads)
-
-
-@needs_litert
-def test_the_small_transformer_fixture_runs_each_delegate_on_one_thread(two_threads):
-    from pterun.delegates.xnnpack import Graph as TypedGraph, litert_threads
-    method = Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
-    assert len(method.delegates) == 7 and {d.engine for d in method.delegates} == {"litert"}
-    graphs = []
-    original = TypedGraph.read
-    try:
-        TypedGraph.read = classmethod(lambda cls, blob, named: graphs.append(original(blob, named)) or graphs[-1])
-        Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
-    finally:
-        TypedGraph.read = original
-    assert len(graphs) == 7 and all(0 < g.work_per_node() < 50_000 for g in graphs)
-    assert {litert_threads(g) for g in graphs} == {1}

@@ -1,6 +1,6 @@
 """The thread count belongs to the Runtime: two Runtimes with different num_threads in one process each compute
 on their own count (in the interpreter's kernels, the NumPy engine and LiteRT), also at the same time from two
-threads; a Runtime without one follows the process default."""
+threads; a Runtime without one follows the process default. A LiteRT delegate of small layers runs on one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import pytest
 from fixtures_util import FIXTURES, load_calls
 from pterun import Runtime, threads
 from pterun.delegates import xnnpack
+from pterun.delegates.xnnpack import payload as P
+from xnn_payloads import F32, Graph
 
 try:
     import ai_edge_litert  # noqa: F401
@@ -127,3 +129,44 @@ def test_litert_takes_the_loading_runtimes_count(monkeypatch, default_two):
             .load_method("forward")
         assert [d.engine for d in method.delegates] == ["litert"]
         assert [e.num_threads for e in method._runner.executors] == [n]
+
+
+# -- how many threads a LiteRT delegate gets: pterun's, or one for a delegate of small layers --------------
+def _fc_graph(k: int, n: int) -> Graph:
+    g = Graph()
+    x = g.input([1, k], P.FP32)
+    w = g.value([n, k], P.FP32, data=np.zeros((n, k), F32))
+    g.node("FullyConnected", input1_id=x, filter_id=w, bias_id=P.INVALID_ID, output_id=g.output([1, n], P.FP32))
+    return g
+
+
+@pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+@pytest.mark.parametrize("k,n,want", [(64, 64, 1), (250, 399, 1), (250, 400, 2), (2048, 2048, 2)])
+def test_a_delegate_of_small_layers_runs_on_one_thread(default_two, k, n, want):
+    # LITERT_MIN_NODE_WORK (pterun.delegates.xnnpack): 100,000 multiply-adds per node on average
+    blob, named = _fc_graph(k, n).blob("named")
+    plan = xnnpack.load(blob, named, "litert")
+    assert (plan.engine, plan.num_threads) == ("litert", want)
+
+
+@pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+def test_the_small_transformer_fixture_runs_each_delegate_on_one_thread(default_two):
+    from pterun.delegates.xnnpack import Graph as TypedGraph, litert_threads
+    method = Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    assert len(method.delegates) == 7 and {d.engine for d in method.delegates} == {"litert"}
+    graphs = []
+    original = TypedGraph.read
+    try:
+        TypedGraph.read = classmethod(lambda cls, blob, named: graphs.append(original(blob, named)) or graphs[-1])
+        Runtime(engine="litert").load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    finally:
+        TypedGraph.read = original
+    assert len(graphs) == 7 and all(0 < g.work_per_node() < 50_000 for g in graphs)
+    assert {litert_threads(g) for g in graphs} == {1}
+
+
+@pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+def test_the_interpreter_gets_pterun_threads(monkeypatch):
+    monkeypatch.setattr(threads, "_width", 2)
+    blob, named = _fc_graph(2048, 2048).blob()
+    assert xnnpack.load(blob, named, "litert").num_threads == 2
