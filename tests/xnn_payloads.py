@@ -243,6 +243,17 @@ def per_token(nnb=1):
     return P.PER_TOKEN, T({4: ("i", nnb)})
 
 
+def fc_graph() -> Graph:
+    """x [2, 3] -> FullyConnected with constant weights [4, 3] (0..11) and bias [1, 2, 3, 4] -> [2, 4]."""
+    g = Graph()
+    i = g.input([2, 3])
+    w = g.value([4, 3], data=np.arange(12, dtype=F32).reshape(4, 3))
+    b = g.value([4], data=np.array([1, 2, 3, 4], F32))
+    o = g.output([2, 4])
+    g.node("FullyConnected", input1_id=i, filter_id=w, bias_id=b, output_id=o)
+    return g
+
+
 def qb4_fc_graph(wq: np.ndarray, scales: np.ndarray, gs: int, rows: int = 2, bf16_bits: bool = False) -> Graph:
     """x [rows, ic] -> dynamic int8 (per row) -> FullyConnected with 4-bit weights ``wq`` [oc, ic] (-8..7) in groups
     of ``gs`` along ic, scaled by ``scales`` [oc, ic // gs] (fp32 ``scale``; with ``bf16_bits``, their top 16 bits
