@@ -42,12 +42,13 @@ def _llava(rt: Runtime, where: str) -> None:
 
 
 def _voxtral(rt: Runtime, where: str, preprocessor: bool = False) -> None:
-    import test_multimodal as T
+    import test_voxtral as T
+    from llm_util import greedy_config
     from pterun.llm import MultimodalRunner
     needs("tiktoken")
     pre = MM / "voxtral_preprocessor.pte" if preprocessor else None
     runner = MultimodalRunner(MM / "voxtral.pte", MM / "tekken.json", preprocessor_path=pre, runtime=rt)
-    cfg = T.greedy(max_new_tokens=T.VOX["max_new_tokens"], num_bos=0)
+    cfg = greedy_config(T.VOX["max_new_tokens"], num_bos=0)
     got = list(runner.stream_ids(T._vox_inputs(T.VOX["cases"][0]), cfg))
     assert got == np.load(MM / "voxtral.npz")["c0_generated"].tolist(), f"{where}: greedy tokens differ"
 
