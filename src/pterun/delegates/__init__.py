@@ -22,7 +22,7 @@ from typing import Callable, NamedTuple, Protocol
 
 import numpy as np
 
-__all__ = ["Backend", "DelegateContext", "DelegateInfo", "BACKENDS", "register_backend"]
+__all__ = ["Backend", "DelegateContext", "DelegateInfo", "KernelArg", "BACKENDS", "register_backend"]
 
 
 class DelegateContext(NamedTuple):
@@ -56,6 +56,18 @@ class DelegateContext(NamedTuple):
     finish: list | None = None
 
 
+class KernelArg(NamedTuple):
+    """A tensor argument of an operator a merged graph holds as a kernel (the ``kernel`` form of
+    :class:`pterun.interp.merge.Absorbed`, whose ``attrs["args"]`` are the operator's schema arguments with the
+    tensors replaced by these): ``out`` says whether the operator writes it, ``index`` is its position among the
+    operator's inputs (or outputs), ``shape`` and ``dtype`` what the tensor holds."""
+
+    out: bool
+    index: int
+    shape: tuple
+    dtype: np.dtype
+
+
 class DelegateInfo(NamedTuple):
     """How one delegate of a loaded method runs: its ``index`` in the method, its ``backend``, the ``engine`` that
     runs it (``"litert"`` or ``"numpy"`` for XNNPACK; None for a backend with a single engine) and, when the
@@ -83,7 +95,8 @@ class Backend:
     * ``outputs(blob)``: which DelegateCall arguments the delegate writes (the rest it reads), so load passes can
       follow values through it (:mod:`pterun.interp.access`); None: not known, every argument counts as read.
     * ``absorbed_forms``: operator name -> the form (:class:`pterun.interp.merge.Absorbed` ``op``) in which a
-      merged graph can hold that operator between two of its delegate calls; ``merges`` says whether the backend
+      merged graph can hold that operator between two of its delegate calls (``"kernel"``: the operator itself,
+      its arguments fixed at load but the tensors, :class:`KernelArg`); ``merges`` says whether the backend
       builds merged calls at all, and ``merge(...)`` builds one (:mod:`pterun.interp.merge`), or declines with
       None.
     * ``describe(blob, named_data, engine)``: what ``pterun inspect`` shows of a payload, as JSON-ready values.

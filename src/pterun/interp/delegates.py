@@ -26,7 +26,7 @@ from pterun.errors import DelegateError, PterunError
 from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
 from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
-from pterun.interp.merge import DelegatePart, Run, absorbed_op, find_runs, slots_read_outside
+from pterun.interp.merge import DelegatePart, Run, absorbed_op, find_runs, kernel_op, slots_read_outside
 
 __all__ = ["Delegates", "Merged", "Source", "load_delegates"]
 
@@ -114,7 +114,11 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     def absorbed(backend: str, name: str, args: tuple):
         b = BACKENDS[backend]
         form = b.absorbed_forms.get(name)
-        op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
+        if form == "kernel":
+            kernel = KERNELS.get(name)
+            op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile)
+        else:
+            op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
         return op if op is not None and b.absorbs(op) else None
 
     def later(ins):  # (read, written) slots of a KernelCall that may run after a merged call, or None

@@ -28,12 +28,16 @@ from typing import NamedTuple
 
 import numpy as np
 
+from pterun.delegates import KernelArg
+from pterun.errors import InvalidProgramError
 from pterun.format.schema import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
                                   MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
 from pterun.interp.access import Accesses, After, storage_span, view_roots
+from pterun.interp.binding import Binder
 from pterun.interp.tensor import Tensor
 
-__all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "slots_read_outside"]
+__all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "kernel_op",
+           "slots_read_outside"]
 
 
 class DelegatePart(NamedTuple):
@@ -44,8 +48,9 @@ class DelegatePart(NamedTuple):
 
 
 class Absorbed(NamedTuple):
-    """An operator a backend may run inside a merged graph. ``op`` is the operation (``"mean"``); ``inputs`` and
-    ``outputs`` are value slots; ``attrs`` its parameters resolved at load (``axes``, ``keepdim``)."""
+    """An operator a backend may run inside a merged graph. ``op`` is the operation (``"mean"``; ``"kernel"``
+    for an operator held as itself, :func:`kernel_op`); ``inputs`` and ``outputs`` are value slots; ``attrs`` its
+    parameters resolved at load (``axes``, ``keepdim``)."""
 
     op: str
     inputs: tuple
@@ -87,6 +92,76 @@ def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set)
         return None
     attrs = make(args, values, tags, volatile, len(xt.shape))
     return None if attrs is None else Absorbed(attrs.pop("op"), (x,), (out,), attrs)
+
+
+#: the dtypes of the tensors an operator held as a kernel may read and write
+KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.bool_)})
+
+
+def _kernel_tensor(slot: int, values: list, tags: list, volatile: set) -> Tensor | None:
+    """The tensor at ``slot`` when a merged graph can hold it as a kernel's argument: static, row-major, float32 or
+    bool, and never retargeted while the method runs; else None."""
+    t = values[slot] if tags[slot] == TENSOR and slot not in volatile else None
+    if not isinstance(t, Tensor) or t.dynamic or t.dtype not in KERNEL_DTYPES or \
+            t.dim_order != tuple(range(len(t.shape))):
+        return None
+    return t
+
+
+def kernel_op(kernel, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
+    """The ``kernel`` form of a KernelCall (:class:`Absorbed`), or None where its arguments do not fit: every
+    argument but its tensors fixed at load, the tensors static float32 or bool (:func:`_kernel_tensor`), no list
+    of tensors. ``attrs`` holds ``name`` (the operator), ``args`` (its schema arguments, each tensor a
+    :class:`pterun.delegates.KernelArg`) and ``call``: ``call(*input arrays)`` runs the kernel itself and returns
+    what it writes, one array per output in schema order (each written into fresh memory, never the program's)."""
+    if kernel.raw or kernel.random or kernel.not_supported:
+        return None
+    schema = kernel.schema
+    n = len(schema.args)
+    if not schema.mutable or len(args) not in (n, n + 1):
+        return None
+    binder = Binder(values, tags, volatile, kernel.name)
+    bound, ins, outs = [], [], []
+    for arg, slot in zip(schema.args, args):
+        if tags[slot] == TENSOR:
+            t = _kernel_tensor(slot, values, tags, volatile)
+            if t is None:
+                return None
+            side = outs if arg.mutable else ins
+            bound.append(KernelArg(arg.mutable, len(side), tuple(t.shape), t.dtype))
+            side.append(slot)
+            continue
+        if arg.mutable or tags[slot] in (TENSOR_LIST, OPT_TENSOR_LIST) or slot in volatile:
+            return None
+        try:
+            dyn, v = binder.bind(arg, slot)
+        except InvalidProgramError:
+            return None
+        if dyn:
+            return None
+        bound.append(v)
+    ret = args[n] if len(args) == n + 1 else None
+    if ret is not None and ret not in outs and not (tags[ret] == TENSOR_LIST and tuple(values[ret]) == tuple(outs)):
+        return None  # a return slot that is neither the out tensor nor the list of them
+    return Absorbed("kernel", tuple(ins), tuple(outs),
+                    {"name": kernel.name, "args": tuple(bound), "call": _kernel_call(kernel.fn, bound)})
+
+
+def _kernel_call(fn, bound: list):
+    """``call(*arrays)``: ``fn`` on ``bound`` with its inputs' arrays and fresh out arrays, its results as a tuple."""
+    template = list(bound)
+    ins = [p for p, a in enumerate(template) if isinstance(a, KernelArg) and not a.out]
+    outs = [(p, a.shape, a.dtype) for p, a in enumerate(template) if isinstance(a, KernelArg) and a.out]
+
+    def call(*arrays):
+        a = template.copy()
+        for p, x in zip(ins, arrays):
+            a[p] = x
+        for p, shape, dtype in outs:
+            a[p] = np.empty(shape, dtype)
+        r = fn(*a)
+        return tuple(r) if isinstance(r, (tuple, list)) else (r,)
+    return call
 
 
 def const_int(slot: int, values: list, tags: list, volatile: set):
@@ -162,7 +237,8 @@ _READERS = {"mean": (5, _mean), "view": (3, _view), "reshape": (3, _reshape), "s
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
               absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
               acc: Accesses | None = None) -> list[Run]:
-    """Runs of at least two DelegateCalls to one backend. ``mergers(delegate_index)`` names the delegate's backend
+    """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
+    ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
     of a KernelCall the backend can run inside its merged graph, else None.
 
@@ -219,13 +295,15 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
 
 
 def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc) -> Run | None:
-    """The longest prefix of ``items`` that ends on a delegate call, holds two or more, and whose deferred
-    instructions may run after the merged call; None when there is none. The run is cut before the first
-    element a deferred instruction may not move past, and settled again (what is read outside changes)."""
+    """The longest prefix of ``items`` that ends on a delegate call or an operator held as a kernel, holds two
+    delegate calls or one and a kernel, and whose deferred instructions may run after the merged call; None when
+    there is none. The run is cut before the first element a deferred instruction may not move past, and settled
+    again (what is read outside changes)."""
     while True:
-        while items and not isinstance(items[-1][1], DelegatePart):
-            items = items[:-1]  # a run ends on a delegate call
-        if sum(isinstance(p, DelegatePart) for _, p in items) < 2:
+        while items and not (isinstance(items[-1][1], DelegatePart) or _is_kernel(items[-1][1])):
+            items = items[:-1]  # a run ends on a delegate call or a kernel (views and the like gain nothing there)
+        calls = sum(isinstance(p, DelegatePart) for _, p in items)
+        if calls < 2 and not (calls == 1 and any(_is_kernel(p) for _, p in items)):
             return None
         start, stop = items[0][0], items[-1][0] + 1
         deferred = {pc for pc, p in items if p is None}
@@ -245,6 +323,10 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
             parts = tuple(p for _, p in items if p is not None)
             return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)))
         items = [(pc, p) for pc, p in items if pc < bad]
+
+
+def _is_kernel(part) -> bool:
+    return isinstance(part, Absorbed) and part.op == "kernel"
 
 
 def _first_conflict(items, deferred, chain, values, root, later, outside, span) -> int | None:

@@ -29,6 +29,7 @@ from pterun.config import ENGINE_CHOICES
 from pterun._log import logger
 from pterun.delegates import Backend, DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
+from pterun.delegates.xnnpack.merge import KERNEL_OPS
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load", "load_dims"]
@@ -187,6 +188,7 @@ class XnnpackBackend(Backend):
         "aten::squeeze_copy.dims_out": "squeeze",
         "aten::squeeze_copy.dim_out": "squeeze",
         "aten::slice_copy.Tensor_out": "slice",
+        **{name: "kernel" for name in sorted(KERNEL_OPS)},
     })
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
@@ -201,10 +203,21 @@ class XnnpackBackend(Backend):
         return external_outputs(blob)
 
     def absorbs(self, op) -> bool:
-        """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`)."""
+        """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`): an
+        operator held as a kernel only where the LiteRT engine has its lowering for these arguments (merged graphs
+        run there)."""
         from pterun.delegates.xnnpack.merge import absorbs
 
-        return absorbs(op)
+        if not absorbs(op):
+            return False
+        if op.op != "kernel":
+            return True
+        from pterun.delegates.xnnpack.litert_engine.lower import supports
+
+        problem = supports(op.attrs["name"], op.attrs["args"])
+        if problem is not None:
+            logger().debug("%s stays outside merged XNNPACK graphs: %s", op.attrs["name"], problem)
+        return problem is None
 
     def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):
         """One LiteRT executor for a run of delegate calls (:mod:`pterun.interp.merge`), or None: the run's graphs

@@ -24,14 +24,14 @@ import numpy as np
 from pterun.delegates.xnnpack import payload as _payload
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.payload import (  # noqa: F401  (the graph's vocabulary, re-exported for engines)
-    BF16, CONSTANT_ONLY, DATATYPE_NAMES, FLAG_ALIGN_CORNERS, FLAG_KEEP_DIMS, FLAG_TENSORFLOW_LEGACY,
+    BF16, BOOL, CONSTANT_ONLY, DATATYPE_NAMES, FLAG_ALIGN_CORNERS, FLAG_KEEP_DIMS, FLAG_TENSORFLOW_LEGACY,
     FLAG_TENSORFLOW_SAME_PADDING, FLAG_TRANSPOSE_WEIGHTS, FP16, FP32, INT32, INVALID_ID, NODE_TYPES, PER_CHANNEL,
     PER_CHANNEL_GROUP, PER_TENSOR, PER_TOKEN, QBINT4, QCINT4, QCINT8, QCINT32, QDINT8, QINT8, QINT32, QUANTIZED,
     QUINT8, STORAGE_DTYPES, VALUE_EXTERNAL_INPUT, VALUE_EXTERNAL_OUTPUT, Node, Quant, Value)
 from pterun.errors import DelegateError
 
-__all__ = ["Graph", "MEAN", "EXTRA_NODE_TYPES",
-           "BF16", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
+__all__ = ["Graph", "MEAN", "KERNEL", "EXTRA_NODE_TYPES",
+           "BF16", "BOOL", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
            "FLAG_TENSORFLOW_LEGACY", "FLAG_TENSORFLOW_SAME_PADDING", "FLAG_TRANSPOSE_WEIGHTS", "FP16", "FP32", "INT32",
            "INVALID_ID", "NODE_TYPES", "PER_CHANNEL", "PER_CHANNEL_GROUP", "PER_TENSOR", "PER_TOKEN", "QBINT4",
            "QCINT4", "QCINT8", "QCINT32", "QDINT8", "QINT8", "QINT32", "QUANTIZED", "QUINT8", "STORAGE_DTYPES",
@@ -40,11 +40,15 @@ __all__ = ["Graph", "MEAN", "EXTRA_NODE_TYPES",
 F32 = np.float32
 Fail = Callable[[str], Exception]
 
-#: Node kinds of pterun's own, beyond the payload format's: a mean over ``axes`` (fields ``input_id``,
-#: ``output_id``, ``axes``, ``keepdim``), which merged graphs hold where the program ran ``aten::mean.out``
-#: between two delegates (:mod:`.merge`).
+#: Node kinds of pterun's own, beyond the payload format's, which merged graphs hold for the operators the program
+#: ran between two delegates (:mod:`.merge`): a mean over ``axes`` (fields ``input_id``, ``output_id``, ``axes``,
+#: ``keepdim``), and a portable operator held as itself (fields ``input1_id``, ``input2_id``, ... in the
+#: operator's order, ``output_id`` its first output, ``op`` its name, ``args`` its schema arguments with
+#: :class:`pterun.delegates.KernelArg` for the tensors, ``call`` the kernel: the NumPy engine runs that, the
+#: LiteRT engine its lowering to TFLite operators).
 MEAN = -1
-EXTRA_NODE_TYPES = {MEAN: "Mean"}
+KERNEL = -2
+EXTRA_NODE_TYPES = {MEAN: "Mean", KERNEL: "Kernel"}
 
 
 def _fail(what: str) -> DelegateError:

@@ -29,7 +29,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 
-__all__ = ["CannotMerge", "FORMS", "merge_graphs", "absorbs"]
+__all__ = ["CannotMerge", "FORMS", "KERNEL_OPS", "merge_graphs", "absorbs"]
 
 
 _KIND = {name: kind for kind, (name, _) in G.NODE_TYPES.items()}
@@ -39,13 +39,29 @@ class CannotMerge(Exception):
     """The run's graphs do not join cleanly; the delegates run one by one."""
 
 
-#: the forms of :class:`pterun.interp.merge.Absorbed` a merged graph holds as nodes (see ``_absorbed_node``)
-FORMS = ("mean", "view", "reshape", "squeeze", "slice")
+#: the forms of :class:`pterun.interp.merge.Absorbed` a merged graph holds as nodes (see ``_absorbed_node``;
+#: ``kernel``: a :data:`.graph.KERNEL` node)
+FORMS = ("mean", "view", "reshape", "squeeze", "slice", "kernel")
+
+#: the portable operators a merged graph holds as :data:`.graph.KERNEL` nodes: every engine that runs merged graphs
+#: has each (the NumPy engine runs the kernel itself, the LiteRT engine a lowering of its own:
+#: :mod:`.litert_engine.lower`, whose table the tests hold equal to this one)
+KERNEL_OPS = frozenset({
+    "aten::add.out", "aten::sub.out", "aten::mul.out", "aten::div.out",
+    "aten::add.Scalar_out", "aten::sub.Scalar_out", "aten::mul.Scalar_out", "aten::div.Scalar_out",
+    "aten::eq.Scalar_out", "aten::ne.Scalar_out", "aten::lt.Scalar_out", "aten::le.Scalar_out",
+    "aten::gt.Scalar_out", "aten::ge.Scalar_out",
+    "aten::logical_not.out", "aten::any.out", "aten::any.dims_out", "aten::where.self_out",
+    "aten::full_like.out", "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::select_copy.int_out",
+    "aten::permute_copy.out", "aten::native_layer_norm.out", "aten::_softmax.out",
+    "aten::exp.out", "aten::tanh.out", "aten::sigmoid.out", "aten::neg.out", "aten::sqrt.out", "aten::rsqrt.out",
+    "aten::abs.out", "aten::relu.out",
+})
 
 
 def absorbs(op) -> bool:
     """Whether the merged graph can hold the operator (:class:`pterun.interp.merge.Absorbed`)."""
-    return op.op in FORMS
+    return op.op in FORMS and (op.op != "kernel" or op.attrs["name"] in KERNEL_OPS)
 
 
 def _id_fields(fields: dict) -> list:
@@ -92,13 +108,16 @@ class _Merger:
         self.inputs: dict[int, int] = {}  # slot read from outside -> its merged value id
         self.constants: dict[int, int] = {}  # slot of a small program constant -> the graph's constant value
         self.written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
+        self.dropped: set[int] = set()  # slots a kernel node writes in the program but not in the graph
 
     def add(self, v: G.Value, **changes) -> int:
         vid = len(self.values)
         self.values[vid] = v._replace(id=vid, **changes)
         return vid
 
-    def bind(self, slot: int, vid: int, wrote: bool) -> None:
+    def bind(self, slot: int, vid: int | None, wrote: bool) -> None:
+        if vid is not None:
+            self.dropped.discard(slot)
         self.seq += 1
         self.current[slot], self.set_at[slot] = vid, self.seq
         if wrote:
@@ -112,6 +131,9 @@ class _Merger:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
         src = self.current.get(slot)
         last = max(((self.wrote_at[k], k) for k in self.shared.overlapping(slot) if k in self.wrote_at), default=None)
+        if last is not None and last[1] in self.dropped or src is None and slot in self.dropped:
+            raise CannotMerge(f"slot {slot} reads what a kernel wrote to slot {last[1] if last else slot}, which "
+                              "the merged graph does not produce")
         if last is not None and (src is None or last[0] > self.set_at[slot]):
             src = self.alias(slot, last[1], v)  # an earlier part wrote these bytes through another slot
         if src is None and slot in self.constants:
@@ -131,8 +153,9 @@ class _Merger:
             return src
         have = self.values[src]
         for w in (have, v):
-            if w.datatype != G.FP32 or w.quant is not None or w.dq_datatype or w.data is not None:
-                raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 joins)")
+            if w.datatype not in (G.FP32, G.BOOL) or w.quant is not None or w.dq_datatype or w.data is not None \
+                    or w.datatype != have.datatype:
+                raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 or bool joins)")
         if tuple(have.dims) != tuple(v.dims):
             raise CannotMerge(f"slot {slot}: dims {list(have.dims)} meet {list(v.dims)}")
         return src
@@ -177,8 +200,29 @@ class _Merger:
         for v in g.outputs:
             self.write(args[v.external_id], remap[v.id])
 
+    def kernel(self, part) -> None:
+        """An operator held as itself: a :data:`.graph.KERNEL` node reading its input tensors and writing its first
+        output. Its other outputs (a layer norm's mean and rstd) are not produced: anything that reads them,
+        inside the run or outside, keeps the run apart (:meth:`read`, :meth:`finish`)."""
+        fields = {}
+        for k, slot in enumerate(part.inputs):
+            t = self.tensors[slot]
+            fields[f"input{k + 1}_id"] = self.read(slot, G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0,
+                                                                 None, None))
+        out, *rest = part.outputs
+        t = self.tensors[out]
+        vid = self.add(G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0, None, None))
+        self.node(G.KERNEL, "Kernel", {**fields, "output_id": vid, "op": part.attrs["name"],
+                                       "args": part.attrs["args"], "call": part.attrs["call"]})
+        self.write(out, vid)
+        for slot in rest:
+            self.bind(slot, None, True)
+            self.dropped.add(slot)
+
     def absorbed(self, part) -> None:
         """An absorbed operator: one node of the merged graph."""
+        if part.op == "kernel":
+            return self.kernel(part)
         (x,), (out,) = part.inputs, part.outputs
         tensors = self.tensors
         src = self.read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
@@ -199,6 +243,10 @@ class _Merger:
     def finish(self, outside: Callable[[int], bool]) -> tuple[G.Graph, tuple]:
         """The graph, with what the run reads from outside as its inputs and what outside reads as its outputs."""
         outs, seen = [], set()
+        for slot in self.dropped:
+            if outside(slot):
+                raise CannotMerge(f"slot {slot} is read outside the run, but the kernel node writing it in the "
+                                  "program does not produce it in the graph")
         for vid, slot in self.written:
             if self.current[slot] == vid and outside(slot):
                 if vid in seen:
@@ -212,6 +260,9 @@ class _Merger:
         for k, (vid, _) in enumerate(outs, len(self.inputs)):
             values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
         return G.Graph(values, self.nodes, len(args)), args
+
+
+_DATATYPES = {np.dtype(np.float32): G.FP32, np.dtype(np.bool_): G.BOOL}
 
 
 def _plain_fp32(v: G.Value) -> bool:

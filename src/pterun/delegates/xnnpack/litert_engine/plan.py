@@ -270,11 +270,11 @@ def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:
     inputs, constants, or other partitions' outputs.
     """
     delegates = [o for o in ops if o.get("op_name") == "DELEGATE"]
-    produced = {int(t) for o in delegates for t in o["outputs"]}
+    produced = {int(t) for o in delegates for t in o["outputs"]} | tr.builtin
     allowed = produced | set(tr.inputs) | set(tr.constants)
     missing = {int(t) for o in delegates for t in o["inputs"] if int(t) >= 0} - allowed
     missing |= set(tr.outputs) - produced
-    if not delegates:
+    if not delegates and not tr.builtin:
         return sorted({o.get("op_name", "?") for o in ops}) or ["the graph"]
     return sorted({o.get("op_name", "?") for o in ops if o.get("op_name") != "DELEGATE"
                    and {int(t) for t in o["outputs"]} & missing})
@@ -370,7 +370,7 @@ def _in_arena(sub: Subgraph, part) -> list[str]:
     """The operators of subgraph ``k`` that XNNPACK left to LiteRT's builtin kernels: LiteRT's Python lists the
     nodes of subgraph 0 only, but what XNNPACK runs never reaches LiteRT's arena, so an intermediate tensor with
     memory there is one a builtin kernel reads or writes."""
-    ends = set(part.inputs) | set(part.outputs)
+    ends = set(part.inputs) | set(part.outputs) | part.builtin
     held = []
     for i, t in enumerate(part.writer.tensors):
         if t.buffer or i in ends:

@@ -16,6 +16,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
+from pterun.delegates.xnnpack.litert_engine.lower import KernelRules
 from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
 from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
 from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
@@ -23,13 +24,13 @@ from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
 __all__ = ["Part", "Translation", "combine", "translate", "translate_part"]
 
 F32 = np.float32
-_TYPES = {G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8", G.QUINT8: "UINT8",
+_TYPES = {G.BOOL: "BOOL", G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8", G.QUINT8: "UINT8",
           G.QINT32: "INT32", G.QCINT8: "INT8", G.QCINT32: "INT32", G.QCINT4: "INT4", G.QBINT4: "INT4"}
 _FUSES = frozenset({"Conv2d", "DepthwiseConv2d", "FullyConnected", "Add", "Subtract", "Multiply", "Div",
                     "MaxPooling2d", "AvgPooling2d", "Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5"})
 
 
-class _Translator(NodeRules, ModelWriter):
+class _Translator(NodeRules, KernelRules, ModelWriter):
     def __init__(self, schema, graph: G.Graph):
         super().__init__(schema)
         self.g = graph
@@ -39,6 +40,7 @@ class _Translator(NodeRules, ModelWriter):
         self.pending_clamp: tuple | None = None  # (from, to, lo, hi): a clamp emitted after the node
         self.dynamic_source: dict[int, int] = {}  # qdint8 value -> the fp32 value its dropped Convert read
         self.fixed_shape = False  # True when the translation holds only at the graph's own input sizes
+        self.kernel_tensors: set[int] = set()  # tensors the operators of kernel nodes read or write
         self.consumers: dict[int, list[G.Node]] = {}
         for n in graph.nodes:
             for k, vid in n.fields.items():
@@ -230,7 +232,7 @@ class _Translator(NodeRules, ModelWriter):
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
         model = self.serialize(ins, outs)
         return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
-                           tuple(data for _, data, _ in self.blobs))
+                           tuple(data for _, data, _ in self.blobs), frozenset(self.kernel_tensors))
 
     def build(self) -> tuple[list, list]:
         """Translate every node; (input tensors, output tensors) of the graph. Nothing is serialized yet."""
@@ -265,8 +267,10 @@ class _Translator(NodeRules, ModelWriter):
 class Translation(NamedTuple):
     """A graph as a TFLite model: its bytes, the tensor index of each external input and output (in external-id
     order), whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME), the tensors
-    with constant data, the byte ranges of the model only XNNPACK's weight packing reads, and the arrays the
-    constants were copied from."""
+    with constant data, the byte ranges of the model only XNNPACK's weight packing reads, the arrays the
+    constants were copied from, and the tensors of operators LiteRT's builtin kernels may run (``builtin``: the
+    lowerings of portable operators, :mod:`.lower`, on float32 and bool values, where builtin and XNNPACK kernels
+    agree within the float tolerance; every other operator must run on XNNPACK)."""
 
     model: bytes
     inputs: list
@@ -275,6 +279,7 @@ class Translation(NamedTuple):
     constants: frozenset = frozenset()
     packed: tuple = ()
     sources: tuple = ()
+    builtin: frozenset = frozenset()
 
 
 class Part(NamedTuple):
@@ -293,6 +298,11 @@ class Part(NamedTuple):
     @property
     def sources(self) -> tuple:
         return tuple(data for _, data, _ in self.writer.blobs)
+
+    @property
+    def builtin(self) -> frozenset:
+        """The tensors of operators LiteRT's builtin kernels may run (:attr:`Translation.builtin`)."""
+        return frozenset(self.writer.kernel_tensors)
 
     def checkable(self) -> bool:
         """Whether LiteRT's arena can show that XNNPACK took this graph whole once it shares an interpreter: every

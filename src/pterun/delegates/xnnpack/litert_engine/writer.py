@@ -15,6 +15,10 @@ from pterun.delegates.xnnpack.litert_engine.memory import new_bytes
 __all__ = ["ModelWriter", "combine"]
 
 
+#: operators whose first version LiteRT registers is above 1
+_VERSIONS = {"BROADCAST_TO": 2}
+
+
 class ModelWriter:
     """The model being written. ``no(what)`` makes the exception a missing operator raises (subclasses say where)."""
 
@@ -67,7 +71,7 @@ class ModelWriter:
             oc = S.OperatorCodeT()
             oc.builtinCode = code
             oc.deprecatedBuiltinCode = min(code, 127)
-            oc.version = 1
+            oc.version = _VERSIONS.get(name, 1)
             self.opcodes[code] = len(self.codes)
             self.codes.append(oc)
         o = S.OperatorT()

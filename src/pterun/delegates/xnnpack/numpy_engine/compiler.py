@@ -34,7 +34,7 @@ Step = Callable[[list], None]
 
 class Rep(namedtuple("Rep", "kind dtype scale zero_point nonbatch_dims", defaults=(1.0, 0, 1))):
     """How one value is held at run time: ``kind`` is "float", "static" (per-tensor int8/uint8/int32), "dynamic"
-    (qdint8) or "int"; ``dtype`` the storage dtype. Immutable."""
+    (qdint8), "int" or "bool" (a merged graph's kernel nodes); ``dtype`` the storage dtype. Immutable."""
 
     __slots__ = ()
 
@@ -90,6 +90,8 @@ def rep_of(v: G.Value) -> Rep:
         return Rep("float", np.dtype(G.STORAGE_DTYPES[dt]))
     if dt == G.INT32:
         return Rep("int", np.dtype(np.int32))
+    if dt == G.BOOL:  # merged graphs' kernel nodes only (they read and write arrays as they are)
+        return Rep("bool", np.dtype(np.bool_))
     if dt == G.QDINT8 or (v.dq_datatype == G.QINT8 and dt == G.FP32):
         nnb = v.quant.num_nonbatch_dims if v.quant is not None and v.quant.kind == G.PER_TOKEN else 1
         return Rep("dynamic", np.dtype(F32), nonbatch_dims=max(nnb, 1))

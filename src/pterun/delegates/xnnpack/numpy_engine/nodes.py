@@ -265,6 +265,31 @@ def build_mean(c: Compiler, node) -> None:
     emit_unary(c, node, mean, node.input_id, node.output_id)
 
 
+@builds("Kernel")
+def build_kernel(c: Compiler, node) -> None:
+    """A portable operator a merged graph holds as itself (pterun's own node): the kernel the interpreter would
+    have run, on the same arrays, so the numbers are the interpreter's. Its first output is the node's."""
+    ins = [c.slot(node.fields[f"input{k}_id"]) for k in range(1, _count_inputs(node) + 1)]
+    v = c.value(node.output_id)
+    o, shape, dtype = c.out_slot(node.output_id), tuple(v.dims), np.dtype(G.STORAGE_DTYPES[v.datatype])
+    call = node.call
+
+    def step(env):
+        r = call(*[env[i] for i in ins])[0]
+        out = np.empty(shape, dtype)
+        np.copyto(out, np.broadcast_to(r, shape) if np.shape(r) != shape else r, casting="unsafe")
+        env[o] = out
+
+    c.emit(step)
+
+
+def _count_inputs(node) -> int:
+    k = 0
+    while f"input{k + 1}_id" in node.fields:
+        k += 1
+    return k
+
+
 @builds("ArgMaxPooling2d")
 def build_argmax_pool(c: Compiler, node) -> None:
     g = pool_geometry(c, node)

@@ -1,0 +1,235 @@
+"""Portable operators held as themselves in merged XNNPACK graphs (``kernel`` nodes): each lowering against the
+portable kernel on both engines, the arguments that keep an operator outside, outputs a kernel node does not
+produce, and whole programs that become one LiteRT invocation per call."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES, load_calls
+from merge_util import merge_over
+
+from pterun import Runtime
+from pterun.delegates import KernelArg
+from pterun.delegates.xnnpack import XnnpackBackend
+from pterun.delegates.xnnpack import merge as M
+from pterun.delegates.xnnpack.merge import CannotMerge
+from pterun.format.schema import BOOL, DOUBLE, INT, INT_LIST, NULL, TENSOR
+from pterun.interp.merge import kernel_op
+from pterun.kernels import KERNELS
+from xnn_payloads import out_tensor, tensor
+
+needs_litert = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
+                                  reason="ai-edge-litert is not installed")
+F32, B = np.float32, np.bool_
+rng = np.random.default_rng(7)
+
+
+class Out:
+    """An out argument of the given shape and dtype."""
+
+    def __init__(self, shape, dtype=F32):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _program(args: list) -> tuple[list, list, list]:
+    """(values, tags, the instruction's argument slots) for ``args``: arrays become input tensors, :class:`Out`
+    out tensors, ints, floats, bools and None scalars, tuples of ints int lists."""
+    values, tags, slots = [], [], []
+
+    def add(v, tag) -> int:
+        values.append(v)
+        tags.append(tag)
+        return len(values) - 1
+
+    for a in args:
+        if isinstance(a, np.ndarray):
+            slots.append(add(tensor(a), TENSOR))
+        elif isinstance(a, Out):
+            slots.append(add(out_tensor(a.shape, a.dtype), TENSOR))
+        elif isinstance(a, tuple):
+            slots.append(add(tuple(add(int(x), INT) for x in a), INT_LIST))
+        elif a is None:
+            slots.append(add(None, NULL))
+        else:
+            slots.append(add(a, BOOL if isinstance(a, bool) else INT if isinstance(a, int) else DOUBLE))
+    return values, tags, slots
+
+
+def _x(*shape):
+    return rng.standard_normal(shape).astype(F32)
+
+
+_M = _x(2, 4, 8)
+_MASK = rng.random((2, 4, 8)) < 0.5
+#: operator -> its arguments (every lowering of litert_engine.lower, at least once)
+CASES = [
+    ("aten::add.out", [_M, _x(1, 4, 1), 1, Out((2, 4, 8))]),
+    ("aten::sub.out", [_M, _x(8), 1, Out((2, 4, 8))]),
+    ("aten::mul.out", [_M, _x(2, 1, 8), Out((2, 4, 8))]),
+    ("aten::div.out", [_M, _x(2, 4, 8) + 3, Out((2, 4, 8))]),
+    ("aten::add.Scalar_out", [_M, 0.25, 1, Out((2, 4, 8))]),
+    ("aten::sub.Scalar_out", [_M, 3, 1, Out((2, 4, 8))]),
+    ("aten::mul.Scalar_out", [_M, 0.5946035575013605, Out((2, 4, 8))]),
+    ("aten::div.Scalar_out", [_M, 7.0, Out((2, 4, 8))]),
+    ("aten::eq.Scalar_out", [np.where(_MASK, -np.inf, _M).astype(F32), -np.inf, Out((2, 4, 8), B)]),
+    ("aten::ne.Scalar_out", [np.where(_MASK, 0, _M).astype(F32), 0, Out((2, 4, 8), B)]),
+    ("aten::lt.Scalar_out", [_M, 0.1, Out((2, 4, 8), B)]),
+    ("aten::le.Scalar_out", [np.round(_M), 0.0, Out((2, 4, 8), B)]),
+    ("aten::gt.Scalar_out", [_M, -0.1, Out((2, 4, 8), B)]),
+    ("aten::ge.Scalar_out", [np.round(_M), 1.0, Out((2, 4, 8), B)]),
+    ("aten::logical_not.out", [_MASK, Out((2, 4, 8), B)]),
+    ("aten::any.out", [_MASK & (rng.random((2, 4, 8)) < 0.1), -1, True, Out((2, 4, 1), B)]),
+    ("aten::any.dims_out", [_MASK & (rng.random((2, 4, 8)) < 0.1), (0, 2), False, Out((4,), B)]),
+    ("aten::where.self_out", [_MASK[:, :, :1], np.zeros((2, 4, 8), F32), _M, Out((2, 4, 8))]),
+    ("aten::full_like.out", [_M, 0, None, Out((2, 4, 8))]),
+    ("aten::full_like.out", [_MASK, True, None, Out((2, 4, 8), B)]),
+    ("aten::expand_copy.out", [_M, (2, 4, 8), False, Out((2, 4, 8))]),
+    ("aten::expand_copy.out", [_x(4, 1), (3, 4, 5), False, Out((3, 4, 5))]),
+    ("aten::unsqueeze_copy.out", [_M, 1, Out((2, 1, 4, 8))]),
+    ("aten::select_copy.int_out", [_M, 1, -1, Out((2, 8))]),
+    ("aten::permute_copy.out", [_M, (2, 0, 1), Out((8, 2, 4))]),
+    ("aten::_softmax.out", [_M * 4, -1, False, Out((2, 4, 8))]),
+    ("aten::native_layer_norm.out", [_M * 3 + 1, (8,), _x(8), _x(8), 1e-5, Out((2, 4, 8)), Out((2, 4, 1)),
+                                     Out((2, 4, 1))]),
+    ("aten::native_layer_norm.out", [_M, (4, 8), None, None, 1e-5, Out((2, 4, 8)), Out((2, 1, 1)),
+                                     Out((2, 1, 1))]),
+    ("aten::exp.out", [_M, Out((2, 4, 8))]),
+    ("aten::tanh.out", [_M, Out((2, 4, 8))]),
+    ("aten::sigmoid.out", [_M, Out((2, 4, 8))]),
+    ("aten::neg.out", [_M, Out((2, 4, 8))]),
+    ("aten::sqrt.out", [np.abs(_M), Out((2, 4, 8))]),
+    ("aten::rsqrt.out", [np.abs(_M) + 0.1, Out((2, 4, 8))]),
+    ("aten::abs.out", [_M, Out((2, 4, 8))]),
+    ("aten::relu.out", [_M, Out((2, 4, 8))]),
+]
+#: the lowerings that give the portable kernel's numbers bit for bit (the rest: within the float tolerance)
+EXACT = {"add.out", "sub.out", "mul.out", "div.out", "add.Scalar_out", "sub.Scalar_out", "mul.Scalar_out",
+         "div.Scalar_out", "eq.Scalar_out", "ne.Scalar_out", "lt.Scalar_out", "le.Scalar_out", "gt.Scalar_out",
+         "ge.Scalar_out", "logical_not.out", "any.out", "any.dims_out", "where.self_out", "full_like.out",
+         "expand_copy.out", "unsqueeze_copy.out", "select_copy.int_out", "permute_copy.out", "neg.out", "abs.out",
+         "relu.out"}
+
+
+def _absorbed(name: str, args: list):
+    values, tags, slots = _program(args)
+    op = kernel_op(KERNELS[name], tuple(slots), values, tags, set())
+    return op, values
+
+
+def _graph_of(op, values):
+    """The merged graph of ``op`` alone, its first output read outside (a layer norm's statistics are not)."""
+    return merge_over([op], {}, lambda slot: slot == op.outputs[0], values)
+
+
+def _run(graph, args, values, engine: str):
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    plan = compile_graph(graph) if engine == "numpy" else L.build(graph)
+    outs = [out_tensor(values[s].shape, values[s].dtype) for s in args[len(graph.inputs):]]
+    plan.execute([values[s] for s in args[:len(graph.inputs)]] + outs)
+    return plan, outs[0].array
+
+
+def test_every_operator_held_as_a_kernel_has_a_lowering_and_a_case():
+    from pterun.delegates.xnnpack.litert_engine.lower import RULES
+
+    assert set(RULES) == M.KERNEL_OPS
+    assert {n for n, _ in CASES} == M.KERNEL_OPS
+    assert {n for n, form in XnnpackBackend.absorbed_forms.items() if form == "kernel"} == M.KERNEL_OPS
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+@pytest.mark.parametrize("name, args", CASES, ids=[f"{n.split('::')[1]}-{k}" for k, (n, _) in enumerate(CASES)])
+def test_a_kernel_node_gives_the_portable_kernels_numbers(name, args, engine):
+    op, values = _absorbed(name, args)
+    assert op is not None and XnnpackBackend().absorbs(op)
+    graph, slots = _graph_of(op, values)
+    assert [n.name for n in graph.nodes] == ["Kernel"]
+    plan, got = _run(graph, slots, values, engine)
+    assert plan.engine == engine
+    want = KERNELS[name].fn(*_call_args(args))
+    want = want[0] if isinstance(want, tuple) else want
+    assert got.dtype == np.dtype(args[[k for k, a in enumerate(args) if isinstance(a, Out)][0]].dtype)
+    if engine == "numpy" or name.split("::")[1] in EXACT:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
+def _call_args(args):
+    """The arguments the interpreter would pass the kernel: arrays, Python scalars, out arrays."""
+    return [np.empty(a.shape, a.dtype) if isinstance(a, Out) else a for a in args]
+
+
+@pytest.mark.parametrize("name, args, why", [
+    ("aten::add.out", [_M, _M, 2, Out((2, 4, 8))], "alpha 2"),
+    ("aten::_softmax.out", [_M, 1, False, Out((2, 4, 8))], "softmax other than float32 over the last dim"),
+    ("aten::eq.Scalar_out", [_M, 0.0, Out((2, 4, 8))], "a comparison of float32 into float32"),
+    ("aten::logical_not.out", [_M, Out((2, 4, 8))], "tensors other than bool"),
+])
+def test_arguments_without_a_lowering_keep_the_operator_outside(name, args, why):
+    from pterun.delegates.xnnpack.litert_engine.lower import supports
+
+    op, _ = _absorbed(name, args)
+    assert op is not None
+    assert supports(name, op.attrs["args"]) == why
+    assert not XnnpackBackend().absorbs(op)
+
+
+def test_operators_whose_arguments_change_at_run_time_or_lack_a_fixed_dtype_are_not_held():
+    values, tags, slots = _program([_M, 0.5, Out((2, 4, 8))])
+    assert kernel_op(KERNELS["aten::mul.Scalar_out"], tuple(slots), values, tags, {1}) is None  # a volatile scalar
+    values, tags, slots = _program([_M.astype(np.float64), 0.5, Out((2, 4, 8), np.float64)])
+    assert kernel_op(KERNELS["aten::mul.Scalar_out"], tuple(slots), values, tags, set()) is None
+    values, tags, slots = _program([_M, 0.5, Out((2, 4, 8))])
+    values[2] = out_tensor((2, 4, 8), F32, capacity=(4, 4, 8))  # a dynamic out
+    assert kernel_op(KERNELS["aten::mul.Scalar_out"], tuple(slots), values, tags, set()) is None
+    op = kernel_op(KERNELS["aten::mul.Scalar_out"], tuple(slots[:2]) + (slots[2],) * 2,
+                   *_program([_M, 0.5, Out((2, 4, 8))])[:2], set())  # the return slot is the out
+    assert op is not None and op.attrs["args"][2] == KernelArg(True, 0, (2, 4, 8), np.dtype(F32))
+
+
+def _layer_norm_then(reader_reads_mean: bool):
+    """A layer norm (slots 0-10) and a mul.Scalar reading its output or its mean (slots 11-13)."""
+    args = [_M, (8,), None, None, 1e-5, Out((2, 4, 8)), Out((2, 4, 1)), Out((2, 4, 1))]
+    values, tags, slots = _program(args)
+    ln = kernel_op(KERNELS["aten::native_layer_norm.out"], tuple(slots), values, tags, set())
+    src = slots[6] if reader_reads_mean else slots[5]
+    values += [0.5, out_tensor((2, 4, 1) if reader_reads_mean else (2, 4, 8), F32)]
+    tags += [DOUBLE, TENSOR]
+    mul = kernel_op(KERNELS["aten::mul.Scalar_out"], (src, len(values) - 2, len(values) - 1), values, tags, set())
+    return ln, mul, values, slots
+
+
+def test_a_kernel_nodes_other_outputs_are_never_read_from_the_merged_graph():
+    ln, mul, values, slots = _layer_norm_then(reader_reads_mean=False)
+    graph, args = merge_over([ln, mul], {}, lambda s: s == len(values) - 1, values)
+    assert [n.op for n in graph.nodes] == ["aten::native_layer_norm.out", "aten::mul.Scalar_out"]
+    assert args == (slots[0], len(values) - 1)
+    ln, mul, values, slots = _layer_norm_then(reader_reads_mean=True)
+    with pytest.raises(CannotMerge, match="which the merged graph does not produce"):
+        merge_over([ln, mul], {}, lambda s: True, values)
+    ln, _, values, slots = _layer_norm_then(reader_reads_mean=False)
+    with pytest.raises(CannotMerge, match=f"slot {slots[6]} is read outside the run"):
+        merge_over([ln], {}, lambda s: s in (slots[5], slots[6]), values)
+
+
+@needs_litert
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_transformer_fixture_runs_as_one_litert_invocation_per_call(threads):
+    # 7 delegates with layer norms, the safe softmax's mask ops, selects and scalings between and after them
+    method = Runtime(num_threads=threads).load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    runner = method._runner
+    (run,) = [m.run for m in runner.merged.values()]
+    assert (run.start, run.stop) == (0, len(runner.plan.chains[0]))
+    assert sum(1 for p in run.parts if getattr(p, "op", None) == "kernel") == 18
+    for call in load_calls("xnn_transformer"):
+        (got,) = method.execute(call["inputs"])
+        want = call["outputs"][0]
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    off = Runtime(merge_delegates=False).load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
+    assert not off._runner.merged
