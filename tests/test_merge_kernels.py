@@ -14,10 +14,10 @@ from merge_util import merge_over
 from pterun import Runtime
 from pterun.delegates import KernelArg
 from pterun.delegates.xnnpack import XnnpackBackend
-from pterun.delegates.xnnpack import merge as M
+from pterun.delegates.xnnpack.kernel_ops import KERNEL_OPS, supports
 from pterun.delegates.xnnpack.merge import CannotMerge
-from pterun.format.schema import BOOL, DOUBLE, INT, INT_LIST, NULL, TENSOR
-from pterun.interp.merge import kernel_op
+from pterun.format.schema import BOOL, DELEGATE_CALL, DOUBLE, INT, INT_LIST, NULL, TENSOR
+from pterun.interp.merge import Absorbed, kernel_op
 from pterun.kernels import KERNELS
 from xnn_payloads import out_tensor, tensor
 
@@ -135,11 +135,11 @@ def _run(graph, args, values, engine: str):
 
 
 def test_every_operator_held_as_a_kernel_has_a_lowering_and_a_case():
-    from pterun.delegates.xnnpack.litert_engine.lower import RULES
+    from pterun.delegates.xnnpack.litert_engine.lower import EMIT
 
-    assert set(RULES) == M.KERNEL_OPS
-    assert {n for n, _ in CASES} == M.KERNEL_OPS
-    assert {n for n, form in XnnpackBackend.absorbed_forms.items() if form == "kernel"} == M.KERNEL_OPS
+    assert set(EMIT) == KERNEL_OPS
+    assert {n for n, _ in CASES} == KERNEL_OPS
+    assert {n for n, form in XnnpackBackend.absorbed_forms.items() if form == "kernel"} == KERNEL_OPS
 
 
 @pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
@@ -172,8 +172,6 @@ def _call_args(args):
     ("aten::logical_not.out", [_M, Out((2, 4, 8))], "tensors other than bool"),
 ])
 def test_arguments_without_a_lowering_keep_the_operator_outside(name, args, why):
-    from pterun.delegates.xnnpack.litert_engine.lower import supports
-
     op, _ = _absorbed(name, args)
     assert op is not None
     assert supports(name, op.attrs["args"]) == why
@@ -233,3 +231,30 @@ def test_the_transformer_fixture_runs_as_one_litert_invocation_per_call(threads)
         assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
     off = Runtime(merge_delegates=False).load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
     assert not off._runner.merged
+
+
+def test_bytes_a_dropped_output_held_earlier_can_be_written_and_read_again():
+    # the memory plan reuses a layer norm's rstd bytes for a later value (Whisper's encoder): reading that value
+    # reads what the later part wrote, not the statistic the graph never produced
+    from pterun.interp.tensor import Tensor
+
+    ln, mul, values, slots = _layer_norm_then(reader_reads_mean=False)
+    later = len(values) - 1  # mul's out, over the bytes the rstd had
+    values[slots[7]] = Tensor(np.dtype(F32), (2, 4, 1), (0, 1, 2), values[later].storage[:32])
+    values.append(out_tensor((2, 4, 8), F32))
+    mul2 = Absorbed("kernel", (later,), (len(values) - 1,), mul.attrs)  # the same scaling, once more
+    graph, args = merge_over([ln, mul, mul2], {}, lambda s: s == len(values) - 1, values)
+    assert [n.name for n in graph.nodes] == ["Kernel"] * 3 and args == (slots[0], len(values) - 1)
+    with pytest.raises(CannotMerge, match=f"slot {slots[7]} reads what a kernel wrote"):
+        merge_over([ln, Absorbed("kernel", (slots[7],), (len(values) - 1,), mul.attrs)], {}, lambda s: True,
+                   values)
+
+
+@needs_litert
+def test_runs_begin_at_the_operators_right_before_their_first_call():
+    method = Runtime().load_program(FIXTURES / "multimodal" / "whisper.pte").load_method("text_decoder")
+    runs = [m.run for m in method._runner.merged.values()]
+    leading = [r for r in runs if isinstance(r.parts[0], Absorbed)]
+    assert leading and all(r.parts[0].op == "kernel" for r in leading)
+    chain = method._runner.plan.chains[0]
+    assert all(chain[r.start].kind != DELEGATE_CALL for r in leading)

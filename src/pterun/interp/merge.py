@@ -261,14 +261,16 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     for ci, chain in enumerate(plan.chains):
         if any(ins.kind == JUMP_FALSE_CALL for ins in chain):
             continue
-        pc, n = 0, len(chain)
+        pc, n, floor = 0, len(chain), 0
         while pc < n:
             ins = chain[pc]
             backend = mergers(ins.delegate_index) if ins.kind == DELEGATE_CALL else None
             if backend is None:
                 pc += 1
                 continue
-            items = [(pc, DelegatePart(ins.delegate_index, tuple(ins.args)))]  # (pc, part or None: deferred)
+            # (pc, part or None: deferred); operators the backend holds lead in from before the call
+            items = _leading(chain, floor, pc, backend, plan, absorbed)
+            items.append((pc, DelegatePart(ins.delegate_index, tuple(ins.args))))
             j = pc + 1
             while j < n:
                 nxt = chain[j]
@@ -290,8 +292,28 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
                 pc += 1
                 continue
             runs.append(run)
-            pc = run.stop
+            pc = floor = run.stop
     return runs
+
+
+def _leading(chain, floor: int, pc: int, backend: str, plan, absorbed) -> list:
+    """The instructions from ``floor`` up to ``pc`` (a delegate call) that lead into its run: the operators right
+    before it that ``backend`` holds (FreeCalls between them skipped), as (pc, Absorbed), in order. Views are
+    left out, and end the lead: one read outside the run would be replayed after the call, which the
+    instructions between could forbid, cutting the run short."""
+    lead = []
+    k = pc - 1
+    while k >= floor:
+        ins = chain[k]
+        if ins.kind == KERNEL_CALL:
+            op = absorbed(backend, plan.operators[ins.op_index], tuple(ins.args))
+            if op is None or op.op == "view":
+                break
+            lead.append((k, op))
+        elif ins.kind != FREE_CALL:
+            break
+        k -= 1
+    return lead[::-1]
 
 
 def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc) -> Run | None:

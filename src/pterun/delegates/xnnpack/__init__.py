@@ -29,7 +29,7 @@ from pterun.config import ENGINE_CHOICES
 from pterun._log import logger
 from pterun.delegates import Backend, DelegateContext, register_backend
 from pterun.delegates.xnnpack.graph import Graph
-from pterun.delegates.xnnpack.merge import KERNEL_OPS
+from pterun.delegates.xnnpack.kernel_ops import KERNEL_OPS
 from pterun.errors import DelegateError, PterunError
 
 __all__ = ["ENGINES", "NumpyPlan", "XnnpackBackend", "engine_for", "load", "load_dims"]
@@ -203,21 +203,17 @@ class XnnpackBackend(Backend):
         return external_outputs(blob)
 
     def absorbs(self, op) -> bool:
-        """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`): an
-        operator held as a kernel only where the LiteRT engine has its lowering for these arguments (merged graphs
-        run there)."""
+        """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`); an operator
+        held as a kernel only with arguments every engine computes (:mod:`.kernel_ops`)."""
         from pterun.delegates.xnnpack.merge import absorbs
 
-        if not absorbs(op):
-            return False
-        if op.op != "kernel":
-            return True
-        from pterun.delegates.xnnpack.litert_engine.lower import supports
+        ok = absorbs(op)
+        if not ok and op.op == "kernel":
+            from pterun.delegates.xnnpack.kernel_ops import supports
 
-        problem = supports(op.attrs["name"], op.attrs["args"])
-        if problem is not None:
-            logger().debug("%s stays outside merged XNNPACK graphs: %s", op.attrs["name"], problem)
-        return problem is None
+            logger().debug("%s stays outside merged XNNPACK graphs: %s", op.attrs["name"],
+                           supports(op.attrs["name"], op.attrs["args"]))
+        return ok
 
     def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):
         """One LiteRT executor for a run of delegate calls (:mod:`pterun.interp.merge`), or None: the run's graphs

@@ -28,8 +28,9 @@ from collections.abc import Callable
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.kernel_ops import supports
 
-__all__ = ["CannotMerge", "FORMS", "KERNEL_OPS", "merge_graphs", "absorbs"]
+__all__ = ["CannotMerge", "FORMS", "merge_graphs", "absorbs"]
 
 
 _KIND = {name: kind for kind, (name, _) in G.NODE_TYPES.items()}
@@ -43,25 +44,10 @@ class CannotMerge(Exception):
 #: ``kernel``: a :data:`.graph.KERNEL` node)
 FORMS = ("mean", "view", "reshape", "squeeze", "slice", "kernel")
 
-#: the portable operators a merged graph holds as :data:`.graph.KERNEL` nodes: every engine that runs merged graphs
-#: has each (the NumPy engine runs the kernel itself, the LiteRT engine a lowering of its own:
-#: :mod:`.litert_engine.lower`, whose table the tests hold equal to this one)
-KERNEL_OPS = frozenset({
-    "aten::add.out", "aten::sub.out", "aten::mul.out", "aten::div.out",
-    "aten::add.Scalar_out", "aten::sub.Scalar_out", "aten::mul.Scalar_out", "aten::div.Scalar_out",
-    "aten::eq.Scalar_out", "aten::ne.Scalar_out", "aten::lt.Scalar_out", "aten::le.Scalar_out",
-    "aten::gt.Scalar_out", "aten::ge.Scalar_out",
-    "aten::logical_not.out", "aten::any.out", "aten::any.dims_out", "aten::where.self_out",
-    "aten::full_like.out", "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::select_copy.int_out",
-    "aten::permute_copy.out", "aten::native_layer_norm.out", "aten::_softmax.out",
-    "aten::exp.out", "aten::tanh.out", "aten::sigmoid.out", "aten::neg.out", "aten::sqrt.out", "aten::rsqrt.out",
-    "aten::abs.out", "aten::relu.out",
-})
-
 
 def absorbs(op) -> bool:
     """Whether the merged graph can hold the operator (:class:`pterun.interp.merge.Absorbed`)."""
-    return op.op in FORMS and (op.op != "kernel" or op.attrs["name"] in KERNEL_OPS)
+    return op.op in FORMS and (op.op != "kernel" or supports(op.attrs["name"], op.attrs["args"]) is None)
 
 
 def _id_fields(fields: dict) -> list:
@@ -131,10 +117,11 @@ class _Merger:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
         src = self.current.get(slot)
         last = max(((self.wrote_at[k], k) for k in self.shared.overlapping(slot) if k in self.wrote_at), default=None)
-        if last is not None and last[1] in self.dropped or src is None and slot in self.dropped:
-            raise CannotMerge(f"slot {slot} reads what a kernel wrote to slot {last[1] if last else slot}, which "
+        newer = last is not None and (src is None or last[0] > self.set_at[slot])  # another slot wrote them last
+        if newer and last[1] in self.dropped or not newer and src is None and slot in self.dropped:
+            raise CannotMerge(f"slot {slot} reads what a kernel wrote to slot {last[1] if newer else slot}, which "
                               "the merged graph does not produce")
-        if last is not None and (src is None or last[0] > self.set_at[slot]):
+        if newer:
             src = self.alias(slot, last[1], v)  # an earlier part wrote these bytes through another slot
         if src is None and slot in self.constants:
             src = self.constants[slot]

@@ -13,14 +13,7 @@ Example::
     True
 """
 
+from pterun.delegates.xnnpack.litert_engine.plan import (Batch, LiteRTPlan, Unavailable, Unsupported, available, build,
+                                                         pending, translate)
+
 __all__ = ["Batch", "LiteRTPlan", "Unavailable", "Unsupported", "available", "build", "pending", "translate"]
-
-
-def __getattr__(name: str):
-    # :mod:`.plan` and what it imports load on first use: the merge pass reads :mod:`.lower`'s table for every
-    # method with XNNPACK delegates, on any engine
-    if name in __all__:
-        from pterun.delegates.xnnpack.litert_engine import plan
-
-        return getattr(plan, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,7 @@
 """How a portable operator a merged graph holds as itself (a :data:`.graph.KERNEL` node) becomes TFLite operators.
 
-Each rule pairs a check of the operator's arguments, fixed at load (:func:`supports` runs it when the merge is
-planned, so an operator LiteRT cannot take keeps its run apart instead of failing the merged graph), with the
-operators that compute it. Elementwise arithmetic, comparisons, ``where``, views and copies give the portable
+The arguments were checked when the merge was planned (:func:`..kernel_ops.supports`); :data:`EMIT` holds the
+operators that compute each. Elementwise arithmetic, comparisons, ``where``, views and copies give the portable
 kernel's numbers exactly; the transcendental functions, softmax and layer norm (a mean, the centred mean of
 squares, a square root and a division, as the portable kernel computes it) give them within the float tolerance
 the NumPy engine has against ExecuTorch's kernels: their sums run in another order and XNNPACK's ``exp`` and
@@ -15,100 +14,26 @@ from __future__ import annotations
 import numpy as np
 
 from pterun.delegates import KernelArg
+from pterun.delegates.xnnpack.kernel_ops import dims_of, supports
 
-__all__ = ["KernelRules", "RULES", "supports"]
+__all__ = ["EMIT", "KernelRules"]
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
-
-
-def _tensors(args) -> tuple[list, list]:
-    ins = [a for a in args if isinstance(a, KernelArg) and not a.out]
-    outs = [a for a in args if isinstance(a, KernelArg) and a.out]
-    return ins, outs
-
-
-def _all(dtype):
-    def check(args):
-        ins, outs = _tensors(args)
-        if any(a.dtype != dtype for a in ins + outs[:1]):
-            return f"tensors other than {dtype}"
-        return None
-    return check
-
-
-_float = _all(F32)
-
-
-def _alpha_one(args):
-    return _float(args) or (None if args[2] == 1 else f"alpha {args[2]!r}")
-
-
-def _compare(args):
-    (x,), (out,) = _tensors(args)
-    if x.dtype != F32 or out.dtype != BOOL or isinstance(args[1], bool):
-        return f"a comparison of {x.dtype} into {out.dtype}"
-    return None
-
-
-def _bool(args):
-    return _all(BOOL)(args)
-
-
-def _any(args):
-    return _bool(args) or (None if args[1] is None or all(-len(args[0].shape) <= d < len(args[0].shape)
-                                                          for d in _dims(args[1])) else "dims out of range")
-
-
-def _dims(d) -> tuple:
-    return (d,) if isinstance(d, int) else tuple(d)
-
-
-def _where(args):
-    cond, x, y, out = args
-    if cond.dtype != BOOL or {x.dtype, y.dtype, out.dtype} != {F32}:
-        return "where on other than a bool condition and float32 values"
-    return None
-
-
-def _full_like(args):
-    out = args[3]
-    if out.dtype == BOOL and isinstance(args[1], bool) or out.dtype == F32 and not isinstance(args[1], bool):
-        return None
-    return f"full_like of {args[1]!r} into {out.dtype}"
-
-
-def _same_dtype(args):
-    ins, outs = _tensors(args)
-    return None if ins[0].dtype == outs[0].dtype else "a copy that changes dtype"
-
-
-def _softmax(args):
-    x, dim, half, _ = args
-    if _float(args) or half or dim % max(len(x.shape), 1) != len(x.shape) - 1:
-        return "softmax other than float32 over the last dim"
-    return None
-
-
-def _layer_norm(args):
-    x, shape = args[0], tuple(args[1])
-    if _float(args) or not shape or tuple(x.shape[len(x.shape) - len(shape):]) != shape:
-        return "layer norm other than float32 over the trailing dims"
-    return None
 
 
 class KernelRules:
     """The translator's rule for :data:`.graph.KERNEL` nodes (a mixin of the translator in :mod:`.translate`)."""
 
     def node_Kernel(self, n) -> None:
-        rule = RULES.get(n.op)
-        problem = "no lowering" if rule is None else rule[0](n.args)
+        emit = EMIT.get(n.op)
+        problem = "no lowering" if emit is None else supports(n.op, n.args)
         if problem is not None:
             raise self.no(f"{n.op}: {problem}")
         count = sum(1 for a in n.args if isinstance(a, KernelArg) and not a.out)
         ins = [self.tensor_of(n.fields[f"input{k}_id"]) for k in range(1, count + 1)]
         first = len(self.operators)
-        rule[1](self, n.args, ins, self.tensor_of(n.output_id))
+        emit(self, n.args, ins, self.tensor_of(n.output_id))
         for o in self.operators[first:]:  # LiteRT's builtin kernels may run these (see Translation.builtin)
             self.kernel_tensors.update(t for t in o.inputs.tolist() + o.outputs.tolist() if t >= 0)
 
@@ -151,7 +76,7 @@ def _unary(name: str):
 def _emit_any(tr, args, ins, out):
     x = args[0]
     rank = len(x.shape)
-    dims = range(rank) if args[1] is None else sorted({d % rank for d in _dims(args[1])})
+    dims = range(rank) if args[1] is None else sorted({d % rank for d in dims_of(args[1])})
     tr.op("REDUCE_ANY", [ins[0], tr.i32(list(dims))], [out], "ReducerOptions", keepDims=bool(args[2]))
 
 
@@ -189,23 +114,11 @@ def _emit_select(tr, args, ins, out):
     tr.op("RESHAPE", [piece, tr.i32(list(o.shape))], [out])
 
 
-def _select(args):
-    x, dim, index = args[:3]
-    rank = len(x.shape)
-    if _same_dtype(args) or not -rank <= dim < rank or not -x.shape[dim] <= index < x.shape[dim]:
-        return "a select out of range"
-    return None
-
 
 def _emit_permute(tr, args, ins, out):
     rank = len(args[0].shape)
     tr.op("TRANSPOSE", [ins[0], tr.i32([d % rank for d in args[1]])], [out])
 
-
-def _permute(args):
-    rank = len(args[0].shape)
-    dims = [d % rank for d in args[1]] if all(-rank <= d < rank for d in args[1]) else []
-    return _same_dtype(args) or (None if sorted(dims) == list(range(rank)) else "not a permutation")
 
 
 def _emit_softmax(tr, args, ins, out):
@@ -239,52 +152,40 @@ def _emit_layer_norm(tr, args, ins, out):
         y = dst
 
 
-#: operator -> (check of its arguments: None or why not, the operators that compute it)
-RULES = {
-    "aten::add.out": (_alpha_one, _binary("ADD", "AddOptions")),
-    "aten::sub.out": (_alpha_one, _binary("SUB", "SubOptions")),
-    "aten::mul.out": (_float, _binary("MUL", "MulOptions")),
-    "aten::div.out": (_float, _binary("DIV", "DivOptions")),
-    "aten::add.Scalar_out": (_alpha_one, _binary_scalar("ADD", "AddOptions")),
-    "aten::sub.Scalar_out": (_alpha_one, _binary_scalar("SUB", "SubOptions")),
-    "aten::mul.Scalar_out": (_float, _binary_scalar("MUL", "MulOptions")),
-    "aten::div.Scalar_out": (_float, _binary_scalar("DIV", "DivOptions")),
-    "aten::eq.Scalar_out": (_compare, _compare_scalar("EQUAL")),
-    "aten::ne.Scalar_out": (_compare, _compare_scalar("NOT_EQUAL")),
-    "aten::lt.Scalar_out": (_compare, _compare_scalar("LESS")),
-    "aten::le.Scalar_out": (_compare, _compare_scalar("LESS_EQUAL")),
-    "aten::gt.Scalar_out": (_compare, _compare_scalar("GREATER")),
-    "aten::ge.Scalar_out": (_compare, _compare_scalar("GREATER_EQUAL")),
-    "aten::logical_not.out": (_bool, _unary("LOGICAL_NOT")),
-    "aten::any.out": (_any, _emit_any),
-    "aten::any.dims_out": (_any, _emit_any),
-    "aten::where.self_out": (_where, _emit_where),
-    "aten::full_like.out": (_full_like, _emit_full_like),
-    "aten::expand_copy.out": (_same_dtype, _emit_expand),
-    "aten::unsqueeze_copy.out": (_same_dtype, _emit_reshape),
-    "aten::select_copy.int_out": (_select, _emit_select),
-    "aten::permute_copy.out": (_permute, _emit_permute),
-    "aten::_softmax.out": (_softmax, _emit_softmax),
-    "aten::native_layer_norm.out": (_layer_norm, _emit_layer_norm),
-    "aten::exp.out": (_float, _unary("EXP")),
-    "aten::tanh.out": (_float, _unary("TANH")),
-    "aten::sigmoid.out": (_float, _unary("LOGISTIC")),
-    "aten::neg.out": (_float, _unary("NEG")),
-    "aten::sqrt.out": (_float, _unary("SQRT")),
-    "aten::rsqrt.out": (_float, _unary("RSQRT")),
-    "aten::abs.out": (_float, _unary("ABS")),
-    "aten::relu.out": (_float, _unary("RELU")),
+#: operator -> the operators that compute it (every operator of :data:`..kernel_ops.CHECKS`)
+EMIT = {
+    "aten::add.out": _binary("ADD", "AddOptions"),
+    "aten::sub.out": _binary("SUB", "SubOptions"),
+    "aten::mul.out": _binary("MUL", "MulOptions"),
+    "aten::div.out": _binary("DIV", "DivOptions"),
+    "aten::add.Scalar_out": _binary_scalar("ADD", "AddOptions"),
+    "aten::sub.Scalar_out": _binary_scalar("SUB", "SubOptions"),
+    "aten::mul.Scalar_out": _binary_scalar("MUL", "MulOptions"),
+    "aten::div.Scalar_out": _binary_scalar("DIV", "DivOptions"),
+    "aten::eq.Scalar_out": _compare_scalar("EQUAL"),
+    "aten::ne.Scalar_out": _compare_scalar("NOT_EQUAL"),
+    "aten::lt.Scalar_out": _compare_scalar("LESS"),
+    "aten::le.Scalar_out": _compare_scalar("LESS_EQUAL"),
+    "aten::gt.Scalar_out": _compare_scalar("GREATER"),
+    "aten::ge.Scalar_out": _compare_scalar("GREATER_EQUAL"),
+    "aten::logical_not.out": _unary("LOGICAL_NOT"),
+    "aten::any.out": _emit_any,
+    "aten::any.dims_out": _emit_any,
+    "aten::where.self_out": _emit_where,
+    "aten::full_like.out": _emit_full_like,
+    "aten::expand_copy.out": _emit_expand,
+    "aten::unsqueeze_copy.out": _emit_reshape,
+    "aten::select_copy.int_out": _emit_select,
+    "aten::permute_copy.out": _emit_permute,
+    "aten::_softmax.out": _emit_softmax,
+    "aten::native_layer_norm.out": _emit_layer_norm,
+    "aten::exp.out": _unary("EXP"),
+    "aten::tanh.out": _unary("TANH"),
+    "aten::sigmoid.out": _unary("LOGISTIC"),
+    "aten::neg.out": _unary("NEG"),
+    "aten::sqrt.out": _unary("SQRT"),
+    "aten::rsqrt.out": _unary("RSQRT"),
+    "aten::abs.out": _unary("ABS"),
+    "aten::relu.out": _unary("RELU"),
 }
-
-
-def supports(name: str, args: tuple) -> str | None:
-    """None when the operator ``name`` with ``args`` (its schema arguments, :class:`~pterun.delegates.KernelArg`
-    for the tensors) has a lowering here, else why not."""
-    rule = RULES.get(name)
-    if rule is None:
-        return "no lowering"
-    try:
-        return rule[0](args)
-    except (TypeError, ValueError, IndexError, ZeroDivisionError) as e:  # an argument of an unexpected kind
-        return f"unexpected arguments ({type(e).__name__}: {e})"
 
