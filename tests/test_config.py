@@ -12,12 +12,12 @@ from pterun.interp.method import MethodRunner
 
 def test_fold_argument_beats_the_environment_variable(monkeypatch):
     monkeypatch.setenv("PTERUN_NO_FOLD", "1")
-    assert not Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward").folded
-    forced = Runtime(fold=True).load_program(FIXTURES / "mlp.pte").load_method("forward")
+    assert not Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward").folded
+    forced = Runtime(fold=True, engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward")
     assert [e.name for e in forced.folded] == ["aten::permute_copy.out"] * 3
     monkeypatch.delenv("PTERUN_NO_FOLD")
-    assert len(Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward").folded) == 3
-    assert not Runtime(fold=False).load_program(FIXTURES / "mlp.pte").load_method("forward").folded
+    assert len(Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward").folded) == 3
+    assert not Runtime(fold=False, engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward").folded
 
 
 def _randn_runner(seed):

@@ -17,13 +17,19 @@ from pterun.kernels.registry import Kernel
 from pterun.profile import profile
 
 
+#: load settings with every portable operator a step of its own (see _load)
+NUMPY = Settings(engine="numpy")
+
+
 def _load(name: str, *, fold: bool, monkeypatch, method: str = "forward"):
     if fold:
         monkeypatch.delenv("PTERUN_NO_FOLD", raising=False)
     else:
         monkeypatch.setenv("PTERUN_NO_FOLD", "1")
     data = {"data_path": FIXTURES / f"{name}.ptd"} if (FIXTURES / f"{name}.ptd").exists() else {}
-    return Runtime.get().load_program(FIXTURES / f"{name}.pte", **data).load_method(method)
+    # the NumPy engine: under "auto" a portable program's runs of operators compile into LiteRT programs, which
+    # fold what they hold themselves (test_merge_kernels.py)
+    return Runtime(engine="numpy").load_program(FIXTURES / f"{name}.pte", **data).load_method(method)
 
 
 def _steps(m) -> int:
@@ -135,12 +141,12 @@ def test_random_kernels_are_never_folded():
 
 
 def test_a_randn_of_constant_arguments_still_draws_on_every_call():
-    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    program = Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte")
     plan = program._plan("forward")
     kind = plan.chains[0][0].kind
     assert kind == KERNEL_CALL and plan.operators[plan.chains[0][0][1]] == "aten::permute_copy.out"
     # the first weight's permute replaced by a randn of the same shape: every argument is a constant
-    runner = MethodRunner(program._pf, mlp_with_randn(program), shared_arenas={})
+    runner = MethodRunner(program._pf, mlp_with_randn(program), NUMPY, shared_arenas={})
     assert "aten::randn.out" not in [n for _, _, n in runner.folded]
     assert [n for _, _, n in runner.folded] == ["aten::permute_copy.out"] * 2
     x = load_calls("mlp")[0]["inputs"]
@@ -149,7 +155,7 @@ def test_a_randn_of_constant_arguments_still_draws_on_every_call():
 
 
 def test_a_constant_computation_returned_as_output_is_still_returned():
-    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    program = Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte")
     plan = program._plan("forward")
     # the last permute's output (its arena bytes are not reused after it) becomes a method output too: it
     # stays a step, and callers get their own copy
@@ -157,7 +163,7 @@ def test_a_constant_computation_returned_as_output_is_still_returned():
     weight, _, out = plan.chains[0][pc][2][:3]
     out_plan = ExecutionPlan(plan.name, plan.values, plan.inputs, (*plan.outputs, out), plan.chains, plan.operators,
                     plan.delegates, plan.buffer_sizes)
-    runner = MethodRunner(program._pf, out_plan, shared_arenas={})
+    runner = MethodRunner(program._pf, out_plan, NUMPY, shared_arenas={})
     folded = [p for _, p, _ in runner.folded]
     assert folded and pc not in folded
     x = load_calls("mlp")[0]["inputs"]
@@ -182,7 +188,7 @@ def test_an_output_written_again_through_another_value_before_it_is_read_is_not_
     permute would leave that product reading the un-negated constant."""
     from pterun.format.schema import TENSOR, KernelCall
 
-    program = Runtime.get().load_program(FIXTURES / "mlp.pte")
+    program = Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte")
     plan = program._plan("forward")
     _, _, (_, _, out, _) = plan.chains[0][0]
     assert plan.operators[plan.chains[0][0].op_index] == "aten::permute_copy.out"
@@ -192,12 +198,12 @@ def test_an_output_written_again_through_another_value_before_it_is_read_is_not_
     changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain],
                             plan.operators + ["aten::neg.out"], plan.delegates, plan.buffer_sizes)
     x = load_calls("mlp")[0]["inputs"]
-    folded = MethodRunner(program._pf, changed, Settings(fold=True), shared_arenas={})
-    unfolded = MethodRunner(program._pf, changed, Settings(fold=False), shared_arenas={})
+    folded = MethodRunner(program._pf, changed, NUMPY._replace(fold=True), shared_arenas={})
+    unfolded = MethodRunner(program._pf, changed, NUMPY._replace(fold=False), shared_arenas={})
     assert 0 not in [pc for _, pc, _ in folded.folded] and folded.folded  # the other permutes still fold
     want = _run(unfolded, x)[0]
     np.testing.assert_allclose(_run(folded, x)[0], want, rtol=1e-6, atol=1e-6)
-    plain = _run(MethodRunner(program._pf, plan, Settings(fold=False), shared_arenas={}), x)[0]
+    plain = _run(MethodRunner(program._pf, plan, NUMPY._replace(fold=False), shared_arenas={}), x)[0]
     assert np.abs(plain - want).max() > 1e-3  # the negated weight does change the outputs
 
 

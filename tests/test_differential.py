@@ -19,8 +19,6 @@ import pytest
 
 from fixtures_util import FIXTURES, check_bound, load_calls_from, needs, output_bounds
 from pterun import Runtime
-from pterun.format.program import read_program
-from pterun.format.schema import DELEGATE_CALL
 
 #: committed programs that are not a reference to match, and why
 NOT_REFERENCES = {
@@ -86,30 +84,21 @@ def _programs() -> list[str]:
     return found
 
 
-def _has_delegates(path) -> bool:
-    data = path.read_bytes()
-    if path.suffix == ".bpte":
-        from pterun.format.bundled import read_bundled
-        data = read_bundled(data, path.name).program
-    pf = read_program(data, path.name)
-    return any(ins.kind == DELEGATE_CALL for h in pf.plan_headers for c in pf.plan(h.index).chains for ins in c)
-
-
 def _configs() -> list:
-    """(program, engine, merge, fold) for every program; engine and merging only where a program has delegates."""
+    """(program, engine, merge, fold) for every program: a portable one's operators compile into LiteRT programs
+    under "auto" with merging on, as delegate calls merge."""
     out = []
     for rel in _programs():
-        delegated = _has_delegates(FIXTURES / rel)
-        for engine in ("numpy", "auto") if delegated else ("numpy",):
-            for merge in (True, False) if delegated else (False,):
+        for engine in ("numpy", "auto"):
+            for merge in (True, False):
                 for fold in (True, False):
                     out.append(pytest.param(rel, engine, merge, fold, id=f"{rel}-{engine}-"
                                             f"{'merge' if merge else 'nomerge'}-{'fold' if fold else 'nofold'}"))
     return out
 
 
-def _runtime(engine: str, merge: bool, fold: bool, delegated: bool) -> Runtime:
-    if engine == "auto" and delegated:
+def _runtime(engine: str, merge: bool, fold: bool) -> Runtime:
+    if engine == "auto":
         needs("ai_edge_litert")  # without LiteRT "auto" is the NumPy engine: nothing new to test
     return Runtime(engine=engine, merge_delegates=merge, fold=fold)
 
@@ -117,7 +106,7 @@ def _runtime(engine: str, merge: bool, fold: bool, delegated: bool) -> Runtime:
 @pytest.mark.parametrize("rel, engine, merge, fold", _configs())
 def test_every_program_gives_the_reference_numbers_under_every_load_option(rel, engine, merge, fold):
     path = FIXTURES / rel
-    rt = _runtime(engine, merge, fold, _has_delegates(path))
+    rt = _runtime(engine, merge, fold)
     where = f"{rel} (engine={engine}, merge_delegates={merge}, fold={fold})"
     if path.suffix == ".bpte":  # its test cases hold the expected outputs
         bundled = rt.load_bundled_program(path)
@@ -166,7 +155,7 @@ def _check_llm(path, rt: Runtime, where: str) -> None:
 
 
 def test_the_guard_covers_every_committed_program():
-    """A program added to the fixtures is guarded without a list to update, and each delegated one under all eight
+    """A program added to the fixtures is guarded without a list to update, and each under all eight
     configurations."""
     programs = _programs()
     assert {"xnn_transformer.pte", "xnn_qint8_cnn.pte", "mlp.pte", "llm/kv_xnn.pte", "bundled.bpte",
@@ -176,4 +165,4 @@ def test_the_guard_covers_every_committed_program():
     assert every <= set(programs), f"programs without recorded outputs: {sorted(every - set(programs))}"
     configs = _configs()
     assert sum(1 for c in configs if c.values[0] == "xnn_transformer.pte") == 8
-    assert sum(1 for c in configs if c.values[0] == "mlp.pte") == 2
+    assert sum(1 for c in configs if c.values[0] == "mlp.pte") == 8

@@ -77,17 +77,30 @@ def test_bad_engine_values_are_value_errors(monkeypatch):
 # ==============================================================================================================
 # Imports and LiteRT's stderr line
 # ==============================================================================================================
-def test_import_pterun_does_not_import_litert_and_portable_programs_do_not_either():
+def test_import_pterun_does_not_import_litert_nor_do_programs_with_nothing_for_it():
+    # a portable program of a few cheap operators is not worth a LiteRT call; nothing is on the NumPy engine
     r = run_python(f"""
         import pterun
         assert "ai_edge_litert" not in sys.modules
-        pterun.Runtime().load_program({str(FIXTURES / "mlp.pte")!r}).load_method("forward")
-        assert "ai_edge_litert" not in sys.modules
+        m = pterun.Runtime().load_program({str(FIXTURES / "unplanned_io.pte")!r}).load_method("forward")
+        assert "ai_edge_litert" not in sys.modules and not m._runner.merged
+        pterun.Runtime().load_program({str(FIXTURES / "mlp.pte")!r}, engine="numpy").load_method("forward")
         pterun.Runtime().load_program({str(FIXTURES / "xnn_mlp.pte")!r}, engine="numpy").load_method("forward")
         assert "ai_edge_litert" not in sys.modules
         print("ok")
     """)
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+@needs_litert
+def test_a_portable_program_with_matrix_products_compiles_into_one_litert_call():
+    r = run_python(f"""
+        import pterun
+        m = pterun.Runtime().load_program({str(FIXTURES / "mlp.pte")!r}).load_method("forward")
+        assert "ai_edge_litert" in sys.modules
+        print([(ev.kind, ev.name) for ev in m.steps])
+    """)
+    assert r.returncode == 0 and r.stdout == "[('DelegateCall', 'delegate XnnpackBackend')]\n", r.stderr
 
 
 @needs_litert

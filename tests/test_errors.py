@@ -17,6 +17,11 @@ def load(data):
     return Runtime.get().load_program(data)
 
 
+def load_numpy(data):
+    """On the NumPy engine: every portable operator a step of its own (not held in a LiteRT program)."""
+    return Runtime(engine="numpy").load_program(data)
+
+
 def test_error_tree():
     import pterun.errors as E
     assert issubclass(E.InvalidProgramError, (E.PterunError, ValueError))
@@ -89,7 +94,7 @@ def test_failing_kernel_raises_kernel_error_with_context(monkeypatch):
 
     old = KERNELS["aten::relu.out"]
     monkeypatch.setitem(KERNELS, "aten::relu.out", Kernel(old.name, broken, old.schema))
-    m = load(FIXTURES / "mlp.pte").load_method("forward")
+    m = load_numpy(FIXTURES / "mlp.pte").load_method("forward")
     x = load_calls("mlp")[0]["inputs"][0]
     with pytest.raises(KernelError) as e:
         m.execute([x])
@@ -109,7 +114,7 @@ def test_static_output_shape_mismatch_is_a_kernel_error(monkeypatch):
     old = KERNELS["aten::relu.out"]
     monkeypatch.setitem(KERNELS, "aten::relu.out",
                         Kernel(old.name, lambda self, out: np.zeros((1, 1), np.float32), old.schema))
-    m = load(FIXTURES / "mlp.pte").load_method("forward")
+    m = load_numpy(FIXTURES / "mlp.pte").load_method("forward")
     with pytest.raises(KernelError, match=r"output has shape \[1, 1\] but the tensor is static with shape \[4, 32\]"):
         m.execute([np.ones((4, 16), np.float32)])
 

@@ -16,7 +16,7 @@ from pterun.profile import format_profile, profile
 
 
 def test_profile_counts_every_operator_call():
-    m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    m = Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward")  # each operator a step
     call = load_calls("mlp")[0]
     rows = profile(m, call["inputs"], repeat=3)
     by_name = {r.name: r for r in rows}

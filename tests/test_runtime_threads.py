@@ -71,7 +71,7 @@ def test_kernels_split_over_their_methods_count(default_two, monkeypatch):
     call = load_calls("cnn")[0]
     outs = {}
     for n in (1, 3):
-        method = Runtime(num_threads=n).load_program(FIXTURES / "cnn.pte").load_method("forward")
+        method = Runtime(num_threads=n, engine="numpy").load_program(FIXTURES / "cnn.pte").load_method("forward")
         parts.clear()
         outs[n] = method.execute(call["inputs"])[0]
         # one thread: nothing is split; three: every split (each convolution here) on three

@@ -19,7 +19,8 @@ HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 
 
 def _method(name: str, **kw):
-    return Runtime.get().load_program(FIXTURES / f"{name}.pte", **kw).load_method("forward")
+    # nothing merged: every instruction its own step (what ``pterun trace`` loads with)
+    return Runtime(merge_delegates=False).load_program(FIXTURES / f"{name}.pte", **kw).load_method("forward")
 
 
 def test_trace_reports_every_instruction_of_the_program():

@@ -62,8 +62,11 @@ def _quiet_stdout() -> None:
 
 def _runtime(args):
     """The Runtime the command loads with: the flags as its settings (a flag beats its environment variable, as
-    passing the setting to Runtime does); :meth:`pterun.Runtime.get` when no flag is given."""
+    passing the setting to Runtime does); :meth:`pterun.Runtime.get` when no flag is given. ``trace`` loads
+    without merging, so that every instruction has its own outputs to record."""
     import pterun
+    if getattr(args, "command", None) == "trace":  # every instruction's outputs: nothing merged into one call
+        return pterun.Runtime(num_threads=args.threads, engine=args.engine, merge_delegates=False)
     if args.threads is None and args.engine is None:
         return pterun.Runtime.get()
     from pterun.threads import default_num_threads

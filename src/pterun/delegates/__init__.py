@@ -60,12 +60,14 @@ class KernelArg(NamedTuple):
     """A tensor argument of an operator a merged graph holds as a kernel (the ``kernel`` form of
     :class:`pterun.interp.merge.Absorbed`, whose ``attrs["args"]`` are the operator's schema arguments with the
     tensors replaced by these): ``out`` says whether the operator writes it, ``index`` is its position among the
-    operator's inputs (or outputs), ``shape`` and ``dtype`` what the tensor holds."""
+    operator's inputs (or outputs), ``shape`` and ``dtype`` what the tensor holds, ``const`` whether it is a
+    constant of the program (read-only: weights)."""
 
     out: bool
     index: int
     shape: tuple
     dtype: np.dtype
+    const: bool = False
 
 
 class DelegateInfo(NamedTuple):
@@ -96,7 +98,8 @@ class Backend:
       follow values through it (:mod:`pterun.interp.access`); None: not known, every argument counts as read.
     * ``absorbed_forms``: operator name -> the form (:class:`pterun.interp.merge.Absorbed` ``op``) in which a
       merged graph can hold that operator between two of its delegate calls (``"kernel"``: the operator itself,
-      its arguments fixed at load but the tensors, :class:`KernelArg`); ``merges`` says whether the backend
+      its arguments fixed at load but the tensors, :class:`KernelArg`); ``compiles(engine)`` whether runs of such
+      operators alone become merged calls too; ``merges`` says whether the backend
       builds merged calls at all, and ``merge(...)`` builds one (:mod:`pterun.interp.merge`), or declines with
       None.
     * ``describe(blob, named_data, engine)``: what ``pterun inspect`` shows of a payload, as JSON-ready values.
@@ -118,6 +121,11 @@ class Backend:
 
     def absorbs(self, op) -> bool:
         """Whether a merged graph can hold the operator ``op`` (an :class:`pterun.interp.merge.Absorbed`)."""
+        return False
+
+    def compiles(self, engine: str) -> bool:
+        """Whether, on ``engine``, the backend also compiles runs of the operators it holds where none of its
+        delegate calls is (a program without delegates): ``merge`` then gets runs of Absorbed operators alone."""
         return False
 
     def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):

@@ -222,7 +222,7 @@ class Accesses:
         other slots only), and so do the caller's reads of the method outputs, any other chain's use, and state
         that other methods share (memory ids >= 2); a read of a slot written since then (or in ``written``, slots
         already written again since that point) reads what that write left (its current shape's elements), not
-        these bytes."""
+        these bytes; a view's read, what its root's write left)."""
         shared = self.shared
         span = shared.span(slot)
         if span is None:
@@ -252,10 +252,13 @@ class Accesses:
             if k in self.inputs and after.inputs_at is not None and self.tags[k] == TENSOR:
                 events.append((after.inputs_at, 1, k))
         live, written = [span], set(written)
+        roots = self.roots
         for _, what, k in sorted(events):
             s = shared.span(k)
             if what == 0:
-                if k not in written and any(lo < s[1] and s[0] < hi for lo, hi in live):
+                # a view reads what its root holds: a write of the root since then is what it reads too
+                if k not in written and roots.get(k, k) not in written and \
+                        any(lo < s[1] and s[0] < hi for lo, hi in live):
                     return True
             else:
                 written.add(k)

@@ -26,7 +26,8 @@ from pterun.errors import DelegateError, PterunError
 from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
 from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
-from pterun.interp.merge import DelegatePart, Run, absorbed_op, find_runs, kernel_op, slots_read_outside
+from pterun.interp.forms import absorbed_op, kernel_op
+from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
 
 __all__ = ["Delegates", "Merged", "Source", "load_delegates"]
 
@@ -129,23 +130,48 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         left = {args[m] for m in kernel.unwritten if m < len(args)}  # out placeholders it never touches
         return set(args) - left, set(written_slots(kernel, args)) - left
 
-    runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc)
+    home = next((name for name, b in BACKENDS.items() if b.merges and b.is_available() and
+                 b.compiles(settings.engine)), None)
+    runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
+                     home=home)
     if not runs:
         return {}
     outside = slots_read_outside(plan, tags, values, acc)
     merged = {}
+    declined = _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged)
+    if declined:  # runs a backend declined with operators held as kernels: tried again without those
+        def plain(backend: str, name: str, args: tuple):
+            op = absorbed(backend, name, args)
+            return None if op is None or op.op == "kernel" else op
+        again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc)
+        taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
+        again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
+        _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged)
+    return merged
+
+
+def _meets(run: Run, ranges: list) -> bool:
+    return any(run.chain == c and run.start < stop and start < run.stop for c, start, stop in ranges)
+
+
+def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged: dict) -> list:
+    """Merge each run its backend accepts into ``merged``; the (chain, start, stop) of those it declined that
+    held operators as kernels."""
+    declined = []
     for run in runs:
         indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
-        ctx = _context(src, indices[0], memory, analysis, settings, finish, first_call=False)
+        ctx = _context(src, indices[0] if indices else -1, memory, analysis, settings, finish, first_call=False)
         try:
-            blobs = {i: src.pf.delegate_blob(plan.delegates[i]) for i in indices}
+            blobs = {i: src.pf.delegate_blob(src.plan.delegates[i]) for i in indices}
             got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), values, acc.shared)
         except Exception as e:  # the delegates then load one by one, and report their own errors
             logger().debug("%s: delegates %s not merged: %s: %s", src.where, indices, type(e).__name__, e)
-            continue
+            got = None
         if got is not None:
             merged[run.chain, run.start] = Merged(run, *got)
-    return merged
+        elif any(getattr(p, "op", None) == "kernel" for p in run.parts):
+            declined.append((run.chain, run.start, run.stop))
+    return declined
 
 
 def load_delegates(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses | None) -> Delegates:

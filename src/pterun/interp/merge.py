@@ -26,14 +26,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import numpy as np
-
 from pterun.delegates import KernelArg
-from pterun.errors import InvalidProgramError
-from pterun.format.schema import (BOOL, DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL,
-                                  MOVE_CALL, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST)
+from pterun.format.schema import (DELEGATE_CALL, FREE_CALL, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
+                                  OPT_TENSOR_LIST, TENSOR_LIST)
 from pterun.interp.access import Accesses, After, storage_span, view_roots
-from pterun.interp.binding import Binder
+from pterun.interp.forms import Absorbed, absorbed_op, const_int, kernel_op  # noqa: F401  (the merge's vocabulary)
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "kernel_op",
@@ -45,17 +42,6 @@ class DelegatePart(NamedTuple):
 
     delegate_index: int
     args: tuple
-
-
-class Absorbed(NamedTuple):
-    """An operator a backend may run inside a merged graph. ``op`` is the operation (``"mean"``; ``"kernel"``
-    for an operator held as itself, :func:`kernel_op`); ``inputs`` and ``outputs`` are value slots; ``attrs`` its
-    parameters resolved at load (``axes``, ``keepdim``)."""
-
-    op: str
-    inputs: tuple
-    outputs: tuple
-    attrs: dict
 
 
 class Run(NamedTuple):
@@ -71,172 +57,9 @@ class Run(NamedTuple):
     deferred: tuple = ()
 
 
-def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
-    """The :class:`Absorbed` record of a KernelCall on float32 tensors read in ``form`` (the form a backend names
-    for its operator, :attr:`pterun.delegates.Backend.absorbed_forms`), or None when its arguments do not fit:
-    ``mean`` (a ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its
-    input) and ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time
-    (a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and
-    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
-    reader = _READERS.get(form)
-    if reader is None:
-        return None
-    arity, make = reader
-    if len(args) not in (arity, arity + 1) or (len(args) == arity + 1 and args[-1] != args[arity - 1]):
-        return None
-    x, out = args[0], args[arity - 1]
-    xt, ot = values[x], values[out]
-    if tags[x] != TENSOR or tags[out] != TENSOR or not (isinstance(xt, Tensor) and isinstance(ot, Tensor)):
-        return None
-    if xt.dtype != np.float32 or ot.dtype != np.float32:
-        return None
-    attrs = make(args, values, tags, volatile, len(xt.shape))
-    return None if attrs is None else Absorbed(attrs.pop("op"), (x,), (out,), attrs)
-
-
-#: the dtypes of the tensors an operator held as a kernel may read and write
-KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.bool_)})
-
-
-def _kernel_tensor(slot: int, values: list, tags: list, volatile: set) -> Tensor | None:
-    """The tensor at ``slot`` when a merged graph can hold it as a kernel's argument: static, row-major, float32 or
-    bool, and never retargeted while the method runs; else None."""
-    t = values[slot] if tags[slot] == TENSOR and slot not in volatile else None
-    if not isinstance(t, Tensor) or t.dynamic or t.dtype not in KERNEL_DTYPES or \
-            t.dim_order != tuple(range(len(t.shape))):
-        return None
-    return t
-
-
-def kernel_op(kernel, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
-    """The ``kernel`` form of a KernelCall (:class:`Absorbed`), or None where its arguments do not fit: every
-    argument but its tensors fixed at load, the tensors static float32 or bool (:func:`_kernel_tensor`), no list
-    of tensors. ``attrs`` holds ``name`` (the operator), ``args`` (its schema arguments, each tensor a
-    :class:`pterun.delegates.KernelArg`) and ``call``: ``call(*input arrays)`` runs the kernel itself and returns
-    what it writes, one array per output in schema order (each written into fresh memory, never the program's)."""
-    if kernel.raw or kernel.random or kernel.not_supported:
-        return None
-    schema = kernel.schema
-    n = len(schema.args)
-    if not schema.mutable or len(args) not in (n, n + 1):
-        return None
-    binder = Binder(values, tags, volatile, kernel.name)
-    bound, ins, outs = [], [], []
-    for arg, slot in zip(schema.args, args):
-        if tags[slot] == TENSOR:
-            t = _kernel_tensor(slot, values, tags, volatile)
-            if t is None:
-                return None
-            side = outs if arg.mutable else ins
-            bound.append(KernelArg(arg.mutable, len(side), tuple(t.shape), t.dtype))
-            side.append(slot)
-            continue
-        if arg.mutable or tags[slot] in (TENSOR_LIST, OPT_TENSOR_LIST) or slot in volatile:
-            return None
-        try:
-            dyn, v = binder.bind(arg, slot)
-        except InvalidProgramError:
-            return None
-        if dyn:
-            return None
-        bound.append(v)
-    ret = args[n] if len(args) == n + 1 else None
-    if ret is not None and ret not in outs and not (tags[ret] == TENSOR_LIST and tuple(values[ret]) == tuple(outs)):
-        return None  # a return slot that is neither the out tensor nor the list of them
-    return Absorbed("kernel", tuple(ins), tuple(outs),
-                    {"name": kernel.name, "args": tuple(bound), "call": _kernel_call(kernel.fn, bound)})
-
-
-def _kernel_call(fn, bound: list):
-    """``call(*arrays)``: ``fn`` on ``bound`` with its inputs' arrays and fresh out arrays, its results as a tuple."""
-    template = list(bound)
-    ins = [p for p, a in enumerate(template) if isinstance(a, KernelArg) and not a.out]
-    outs = [(p, a.shape, a.dtype) for p, a in enumerate(template) if isinstance(a, KernelArg) and a.out]
-
-    def call(*arrays):
-        a = template.copy()
-        for p, x in zip(ins, arrays):
-            a[p] = x
-        for p, shape, dtype in outs:
-            a[p] = np.empty(shape, dtype)
-        r = fn(*a)
-        return tuple(r) if isinstance(r, (tuple, list)) else (r,)
-    return call
-
-
-def const_int(slot: int, values: list, tags: list, volatile: set):
-    """The int at ``slot`` when it is fixed at load, else None."""
-    if tags[slot] != INT or slot in volatile or type(values[slot]) is not int:
-        return None
-    return values[slot]
-
-
-def _const_ints(slot: int, values: list, tags: list, volatile: set):
-    """The ints of the int list at ``slot`` when every one is fixed at load, else None."""
-    if tags[slot] != INT_LIST or slot in volatile or not isinstance(values[slot], tuple):
-        return None
-    got = [const_int(j, values, tags, volatile) for j in values[slot]]
-    return None if None in got else got
-
-
-def _mean(args, values, tags, volatile, rank):
-    _, dim, keep, dtype = args[:4]
-    axes = _const_ints(dim, values, tags, volatile)
-    if tags[keep] != BOOL or keep in volatile or tags[dtype] != NULL or not axes:
-        return None
-    if any(not -rank <= a < rank for a in axes):
-        return None
-    return {"op": "mean", "axes": tuple(sorted({a % rank for a in axes})), "keepdim": bool(values[keep])}
-
-
-def _view(args, values, tags, volatile, rank):
-    size = args[1]
-    if tags[size] != INT_LIST or size in volatile or not isinstance(values[size], tuple):
-        return None
-    declared = values[args[2]].shape
-    if len(declared) != len(values[size]):
-        return None
-    dims = []
-    for j, bound in zip(values[size], declared):
-        d = const_int(j, values, tags, volatile) if tags[j] == INT and j not in volatile else None
-        if j not in volatile and (d is None or d < -1):
-            return None
-        dims.append(None if d is None else bound if d == -1 else d)  # None: the dim the run-time size decides
-    if dims.count(None) > 1:
-        return None
-    return {"op": "view", "size": tuple(dims)}
-
-
-def _reshape(args, values, tags, volatile, rank):
-    got = _view(args, values, tags, volatile, rank)
-    return None if got is None else {**got, "op": "reshape"}
-
-
-def _squeeze(args, values, tags, volatile, rank):
-    dims = _const_ints(args[1], values, tags, volatile) if tags[args[1]] == INT_LIST else \
-        [const_int(args[1], values, tags, volatile)]
-    if not dims or None in dims or any(not -rank <= d < rank for d in dims):
-        return None
-    return {"op": "squeeze", "dims": tuple(sorted({d % rank for d in dims}))}
-
-
-def _slice(args, values, tags, volatile, rank):
-    dim, start, end = (const_int(a, values, tags, volatile) for a in args[1:4])
-    if dim is None or not -rank <= dim < rank or const_int(args[4], values, tags, volatile) != 1:
-        return None
-    if (start is None and tags[args[2]] != NULL) or (end is None and tags[args[3]] != NULL):
-        return None
-    return {"op": "slice", "dim": dim % rank, "start": start, "end": end}
-
-
-# form -> (arguments up to and including ``out``, attributes maker)
-_READERS = {"mean": (5, _mean), "view": (3, _view), "reshape": (3, _reshape), "squeeze": (3, _squeeze),
-            "slice": (6, _slice)}
-
-
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
               absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
-              acc: Accesses | None = None) -> list[Run]:
+              acc: Accesses | None = None, home: str | None = None) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
     ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
@@ -251,6 +74,10 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
 
     What is read outside the run is worked out by bytes (``acc``, made here when not given): a slot the run writes
     is read outside when any value over its bytes is read after the merged call before they are overwritten.
+
+    ``home``, when given, names a backend that also compiles runs with no delegate call in them
+    (:meth:`pterun.delegates.Backend.compiles`): such a run starts at an operator it holds as a kernel, and is
+    kept where it is worth one call (:func:`_worth_a_call`).
     """
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
@@ -263,16 +90,11 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             continue
         pc, n, floor = 0, len(chain), 0
         while pc < n:
-            ins = chain[pc]
-            backend = mergers(ins.delegate_index) if ins.kind == DELEGATE_CALL else None
+            backend, items = _start(chain, floor, pc, plan, mergers, absorbed, home)
             if backend is None:
                 pc += 1
                 continue
-            # (pc, part or None: deferred); operators the backend holds lead in from before the call
-            items = _leading(chain, floor, pc, backend, plan, absorbed)
-            items.append((pc, DelegatePart(ins.delegate_index, tuple(ins.args))))
-            j = pc + 1
-            while j < n:
+            for j in range(pc + 1, n):
                 nxt = chain[j]
                 if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
                     items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
@@ -286,7 +108,6 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
                         break
                 elif nxt.kind != FREE_CALL:
                     break
-                j += 1
             run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc)
             if run is None:
                 pc += 1
@@ -294,6 +115,22 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             runs.append(run)
             pc = floor = run.stop
     return runs
+
+
+def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home) -> tuple:
+    """(backend, the run's first items as (pc, part or None: deferred)) for a run that may start at ``pc``, or
+    (None, None): at a delegate call, with the operators its backend holds right before it; at an operator the
+    ``home`` backend holds as a kernel."""
+    ins = chain[pc]
+    backend = mergers(ins.delegate_index) if ins.kind == DELEGATE_CALL else None
+    if backend is not None:
+        items = _leading(chain, floor, pc, backend, plan, absorbed)
+        return backend, items + [(pc, DelegatePart(ins.delegate_index, tuple(ins.args)))]
+    if home is not None and ins.kind == KERNEL_CALL:
+        op = absorbed(home, plan.operators[ins.op_index], tuple(ins.args))
+        if op is not None and op.op == "kernel":
+            return home, [(pc, op)]
+    return None, None
 
 
 def _leading(chain, floor: int, pc: int, backend: str, plan, absorbed) -> list:
@@ -322,10 +159,14 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
     there is none. The run is cut before the first element a deferred instruction may not move past, and settled
     again (what is read outside changes)."""
     while True:
-        while items and not (isinstance(items[-1][1], DelegatePart) or _is_kernel(items[-1][1])):
-            items = items[:-1]  # a run ends on a delegate call or a kernel (views and the like gain nothing there)
+        while items and not (isinstance(items[-1][1], DelegatePart) or _is_kernel(items[-1][1]) and
+                             not _on_constants(items[-1][1])):
+            # a run ends on a delegate call or a kernel: views and the like gain nothing there, and an operator on
+            # constants alone (a weight's transpose) belongs to the run that reads it (or to the folder)
+            items = items[:-1]
         calls = sum(isinstance(p, DelegatePart) for _, p in items)
-        if calls < 2 and not (calls == 1 and any(_is_kernel(p) for _, p in items)):
+        if calls < 2 and not (calls == 1 and any(_is_kernel(p) for _, p in items)) and \
+                not (calls == 0 and _worth_a_call(items)):
             return None
         start, stop = items[0][0], items[-1][0] + 1
         deferred = {pc for pc, p in items if p is None}
@@ -345,6 +186,25 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
             parts = tuple(p for _, p in items if p is not None)
             return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)))
         items = [(pc, p) for pc, p in items if pc < bad]
+
+
+#: operators whose work alone is worth one call of a backend (a run of portable operators with one of these, or
+#: with at least :data:`RUN_MIN_KERNELS` operators, is compiled; fewer cheap ones run faster as NumPy kernels)
+HEAVY_KERNELS = frozenset({"aten::convolution.out", "aten::addmm.out", "aten::mm.out", "aten::bmm.out",
+                           "aten::linear.out", "aten::_softmax.out", "aten::native_layer_norm.out"})
+RUN_MIN_KERNELS = 4
+
+
+def _worth_a_call(items) -> bool:
+    """Whether a run without delegate calls is worth compiling into one call."""
+    kernels = [p for _, p in items if _is_kernel(p)]
+    return len(kernels) >= RUN_MIN_KERNELS or any(p.attrs["name"] in HEAVY_KERNELS for p in kernels)
+
+
+def _on_constants(part) -> bool:
+    """Whether a kernel reads only constants of the program (the merged graph computes it at load)."""
+    tensors = [a for a in part.attrs["args"] if isinstance(a, KernelArg) and not a.out]
+    return bool(tensors) and all(a.const for a in tensors)
 
 
 def _is_kernel(part) -> bool:

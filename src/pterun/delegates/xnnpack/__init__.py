@@ -163,6 +163,19 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _check_rounding(graph: Graph) -> None:
+    """A merged graph that quantizes activations dynamically holds only operators that give the portable kernels'
+    numbers bit for bit (:data:`.kernel_ops.BITWISE`); raises CannotMerge otherwise."""
+    from pterun.delegates.xnnpack import graph as G
+    from pterun.delegates.xnnpack.kernel_ops import BITWISE
+    from pterun.delegates.xnnpack.merge import CannotMerge
+
+    near = [n.op for n in graph.nodes if n.kind == G.KERNEL and n.op not in BITWISE]
+    if near and any(v.datatype == G.QDINT8 or v.dq_datatype for v in graph.values.values()):
+        raise CannotMerge(f"{near[0]} is not bit for bit the portable kernel's, and the graph quantizes "
+                          "activations dynamically")
+
+
 def _numpy(graph: Graph):
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
@@ -215,6 +228,19 @@ class XnnpackBackend(Backend):
                            supports(op.attrs["name"], op.attrs["args"]))
         return ok
 
+    def compiles(self, engine: str) -> bool:
+        """Runs of portable operators alone become LiteRT programs too, where LiteRT is installed and the engine
+        is not ``"numpy"`` (whose NumPy kernels stay the portable kernels' own numbers). LiteRT is looked for,
+        not imported: a program with no run worth a call never loads it (:meth:`merge` does, for a run)."""
+        if engine == "numpy":
+            return False
+        import importlib.util
+
+        try:
+            return importlib.util.find_spec("ai_edge_litert") is not None
+        except Exception:  # noqa: BLE001  (a finder that fails: as not installed; merge reports nothing then)
+            return False
+
     def merge(self, parts, blobs: dict, ctx: DelegateContext, outside, tensors: list, shared):
         """One LiteRT executor for a run of delegate calls (:mod:`pterun.interp.merge`), or None: the run's graphs
         do not join, or LiteRT cannot take the merged graph (the engine is ``"numpy"``, LiteRT is missing, a node
@@ -232,6 +258,7 @@ class XnnpackBackend(Backend):
                     _check_external_values(g, tuple(getattr(tensors[a], "capacity", None) for a in p.args))
         try:
             graph, args = merge_graphs(parts, graphs, outside, tensors, shared)
+            _check_rounding(graph)
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None

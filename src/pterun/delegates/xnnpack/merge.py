@@ -138,10 +138,10 @@ class _Merger:
                 return src
             self.inputs[slot] = src = self.add(v, external_id=None, flags=0)
             return src
-        have = self.values[src]
+        have = self.values[src]  # what the run wrote there (a constant where it computed it from constants)
         for w in (have, v):
-            if w.datatype not in (G.FP32, G.BOOL) or w.quant is not None or w.dq_datatype or w.data is not None \
-                    or w.datatype != have.datatype:
+            if w.datatype not in (G.FP32, G.BOOL) or w.quant is not None or w.dq_datatype or \
+                    w is v and w.data is not None or w.datatype != have.datatype:
                 raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 or bool joins)")
         if tuple(have.dims) != tuple(v.dims):
             raise CannotMerge(f"slot {slot}: dims {list(have.dims)} meet {list(v.dims)}")
@@ -194,13 +194,28 @@ class _Merger:
         fields = {}
         for k, slot in enumerate(part.inputs):
             t = self.tensors[slot]
-            fields[f"input{k + 1}_id"] = self.read(slot, G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0,
-                                                                 None, None))
+            v = G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0, None, None)
+            if slot not in self.current and slot not in self.inputs and slot not in self.constants and \
+                    not any(o in self.wrote_at for o in self.shared.overlapping(slot)):
+                data = _constant(t, v)  # a weight: part of the graph, whatever its size (LiteRT packs it)
+                if data is not None:
+                    self.constants[slot] = self.add(v, external_id=None, flags=0, data=data)
+            fields[f"input{k + 1}_id"] = self.read(slot, v)
         out, *rest = part.outputs
         t = self.tensors[out]
-        vid = self.add(G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0, None, None))
-        self.node(G.KERNEL, "Kernel", {**fields, "output_id": vid, "op": part.attrs["name"],
-                                       "args": part.attrs["args"], "call": part.attrs["call"]})
+        v = G.Value(0, _DATATYPES[t.dtype], tuple(t.shape), None, 0, None, None)
+        ins = [self.values[fields[f"input{k + 1}_id"]] for k in range(len(part.inputs))]
+        if ins and all(i.data is not None for i in ins):  # constants only (a weight's transpose): computed now
+            arrays = [np.frombuffer(i.data, G.STORAGE_DTYPES[i.datatype]).reshape(i.dims) for i in ins]
+            r = np.empty(v.dims, G.STORAGE_DTYPES[v.datatype])
+            np.copyto(r, part.attrs["call"](*arrays)[0], casting="unsafe")
+            data = r.reshape(-1).view(np.uint8)
+            data.flags.writeable = False
+            vid = self.add(v, data=data)
+        else:
+            vid = self.add(v)
+            self.node(G.KERNEL, "Kernel", {**fields, "output_id": vid, "op": part.attrs["name"],
+                                           "args": part.attrs["args"], "call": part.attrs["call"]})
         self.write(out, vid)
         for slot in rest:
             self.bind(slot, None, True)
@@ -241,6 +256,9 @@ class _Merger:
                 seen.add(vid)
                 outs.append((vid, slot))
         values = self.values
+        folded = [slot for vid, slot in outs if values[vid].data is not None]
+        if folded:
+            raise CannotMerge(f"slots {folded}: operators on constants that something outside the run reads")
         args = tuple(self.inputs) + tuple(slot for _, slot in outs)
         for k, vid in enumerate(self.inputs.values()):
             values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_INPUT)
@@ -279,6 +297,24 @@ def _small_constant(t, v: G.Value):
         return None
     data = np.ascontiguousarray(a).reshape(-1).view(np.uint8).copy()  # not a view of the program's mapping
     data.flags.writeable = False
+    return data
+
+
+def _constant(t, v: G.Value):
+    """The bytes of ``t`` when it is a read-only float32 or bool constant of the program matching ``v`` (a view of
+    the program's memory above :data:`SMALL_CONSTANT`, a copy below it, as :func:`_small_constant`), else None."""
+    if v.datatype == G.FP32:
+        small = _small_constant(t, v)
+        if small is not None:
+            return small
+    a = getattr(t, "array", None)
+    if a is None or a.flags.writeable or getattr(t, "dynamic", True) or a.dtype != G.STORAGE_DTYPES[v.datatype] or \
+            a.size != math.prod(v.dims) or not a.flags.c_contiguous:
+        return None
+    data = a.reshape(-1).view(np.uint8)
+    if a.nbytes <= SMALL_CONSTANT:
+        data = data.copy()
+        data.flags.writeable = False
     return data
 
 

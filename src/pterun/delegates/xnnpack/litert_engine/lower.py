@@ -31,11 +31,18 @@ class KernelRules:
         if problem is not None:
             raise self.no(f"{n.op}: {problem}")
         count = sum(1 for a in n.args if isinstance(a, KernelArg) and not a.out)
-        ins = [self.tensor_of(n.fields[f"input{k}_id"]) for k in range(1, count + 1)]
+        ins = _Inputs(self, [n.fields[f"input{k}_id"] for k in range(1, count + 1)])
         first = len(self.operators)
         emit(self, n.args, ins, self.tensor_of(n.output_id))
         for o in self.operators[first:]:  # LiteRT's builtin kernels may run these (see Translation.builtin)
             self.kernel_tensors.update(t for t in o.inputs.tolist() + o.outputs.tolist() if t >= 0)
+
+    def const_input(self, k: int) -> np.ndarray:
+        """The constant data of the node's input ``k`` (from 0), shaped (the checks made sure it is constant)."""
+        v = self.value(self.node.fields[f"input{k + 1}_id"])
+        if v.data is None:
+            raise self.no(f"{self.node.op}: input {k} is not a constant of the graph")
+        return np.frombuffer(v.data, np.float32).reshape(v.dims)
 
     def scalar(self, value, dtype=F32) -> int:
         """A constant of shape [] (``const`` would make it [1]: FILL takes only a true scalar)."""
@@ -45,6 +52,19 @@ class KernelRules:
 
     def temp(self, shape, dtype=F32) -> int:
         return self.add_tensor(list(shape), getattr(self.S.TensorType, "BOOL" if dtype == BOOL else "FLOAT32"))
+
+
+class _Inputs:
+    """The tensors of a kernel node's inputs, made when an emitter first asks (a weight it transposes itself
+    never becomes a tensor of the model)."""
+
+    def __init__(self, tr, vids: list):
+        self.tr, self.vids = tr, vids
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            return [self.tr.tensor_of(v) for v in self.vids[k]]
+        return self.tr.tensor_of(self.vids[k])
 
 
 def _binary(name: str, options: str | None):
@@ -152,6 +172,137 @@ def _emit_layer_norm(tr, args, ins, out):
         y = dst
 
 
+def _nhwc(tr, x: int, shape) -> int:
+    """``x`` [N, C, H, W] as [N, H, W, C]."""
+    n, c, h, w = shape
+    y = tr.temp((n, h, w, c))
+    tr.op("TRANSPOSE", [x, tr.i32([0, 2, 3, 1])], [y])
+    return y
+
+
+def _nchw(tr, y: int, out: int) -> None:
+    tr.op("TRANSPOSE", [y, tr.i32([0, 3, 1, 2])], [out])
+
+
+def _padded(tr, x: int, shape, pads, value: float = 0.0) -> tuple[int, tuple]:
+    """``x`` [N, H, W, C] padded by (top, bottom, left, right) with ``value``, and its shape."""
+    n, h, w, c = shape
+    top, bottom, left, right = pads
+    if not any(pads):
+        return x, shape
+    shaped = (n, h + top + bottom, w + left + right, c)
+    y = tr.temp(shaped)
+    paddings = tr.i32([[0, 0], [top, bottom], [left, right], [0, 0]])
+    if value == 0.0:
+        tr.op("PAD", [x, paddings], [y])
+    else:
+        tr.op("PADV2", [x, paddings, tr.scalar(np.float32(value))], [y])
+    return y, shaped
+
+
+def _pair(v) -> tuple:
+    v = tuple(int(d) for d in v)
+    return v * 2 if len(v) == 1 else v
+
+
+def _emit_conv(tr, args, ins, out):
+    """NCHW -> NHWC, explicit padding, CONV_2D or DEPTHWISE_CONV_2D (VALID), NHWC -> NCHW."""
+    x, w, b, stride, padding, dilation, _, _, groups, o = args
+    n, cin, h, wd = x.shape
+    cout, _, kh, kw = w.shape
+    ph, pw = _pair(padding)
+    xs, shape = _padded(tr, _nhwc(tr, ins[0], x.shape), (n, h, wd, cin), (ph, ph, pw, pw))
+    weight = tr.const_input(1)
+    bias = tr.const_input(2) if isinstance(b, KernelArg) else np.zeros(cout, np.float32)
+    sh, sw = _pair(stride)
+    dh, dw = _pair(dilation)
+    y = tr.temp((n, o.shape[2], o.shape[3], cout))
+    none = tr.S.ActivationFunctionType.NONE
+    if groups == 1:
+        filt = tr.const(np.ascontiguousarray(weight.transpose(0, 2, 3, 1)), "FLOAT32")  # OIHW -> OHWI
+        tr.op("CONV_2D", [xs, filt, tr.const(bias, "FLOAT32")], [y], "Conv2DOptions",
+              padding=tr.S.Padding.VALID, strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw,
+              fusedActivationFunction=none)
+    else:  # depthwise: [C*M, 1, H, W] -> [1, H, W, C*M]
+        filt = tr.const(np.ascontiguousarray(weight.transpose(1, 2, 3, 0)), "FLOAT32")
+        tr.op("DEPTHWISE_CONV_2D", [xs, filt, tr.const(bias, "FLOAT32")], [y], "DepthwiseConv2DOptions",
+              padding=tr.S.Padding.VALID, strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw,
+              depthMultiplier=cout // cin, fusedActivationFunction=none)
+    _nchw(tr, y, out)
+
+
+def _emit_batch_norm(tr, args, ins, out):
+    """x * scale + shift per channel, scale = weight / sqrt(var + eps), shift = bias - mean * scale."""
+    x, w, b, mean, var = args[:5]
+    eps = np.float32(args[6])
+    c = x.shape[1]
+    k = 1
+    consts = {}
+    for name, a in (("w", w), ("b", b)):
+        if isinstance(a, KernelArg):
+            consts[name] = tr.const_input(k)
+            k += 1
+    m, v = tr.const_input(k), tr.const_input(k + 1)
+    scale = (consts.get("w", np.ones(c, np.float32)) / np.sqrt(v + eps)).astype(np.float32)
+    shift = (consts.get("b", np.zeros(c, np.float32)) - m * scale).astype(np.float32)
+    none = tr.S.ActivationFunctionType.NONE
+    scaled = tr.temp(x.shape)
+    tr.op("MUL", [ins[0], tr.const(scale.reshape(1, c, 1, 1), "FLOAT32")], [scaled], "MulOptions",
+          fusedActivationFunction=none)
+    tr.op("ADD", [scaled, tr.const(shift.reshape(1, c, 1, 1), "FLOAT32")], [out], "AddOptions",
+          fusedActivationFunction=none)
+
+
+def _emit_pool(name: str, max_pool: bool):
+    def emit(tr, args, ins, out):
+        x, kernel, stride, padding = args[:4]
+        o = [a for a in args if isinstance(a, KernelArg) and a.out][0]
+        n, c, h, w = x.shape
+        kh, kw = _pair(kernel)
+        sh, sw = _pair(stride) if len(tuple(stride)) else (kh, kw)
+        ph, pw = _pair(padding)
+        xs, _ = _padded(tr, _nhwc(tr, ins[0], x.shape), (n, h, w, c), (ph, ph, pw, pw),
+                        -np.inf if max_pool else 0.0)
+        y = tr.temp((n, o.shape[2], o.shape[3], c))
+        tr.op(name, [xs], [y], "Pool2DOptions", padding=tr.S.Padding.VALID, strideH=sh, strideW=sw,
+              filterHeight=kh, filterWidth=kw, fusedActivationFunction=tr.S.ActivationFunctionType.NONE)
+        _nchw(tr, y, out)
+    return emit
+
+
+def _emit_addmm(tr, args, ins, out):
+    """bias + x @ w: FULLY_CONNECTED where the weights are a constant of the graph (a transposed weight is, once
+    the merge computed the transpose), else BATCH_MATMUL; then the bias added (it broadcasts, as addmm's)."""
+    none = tr.S.ActivationFunctionType.NONE
+    y = tr.temp(args[5].shape)
+    if tr.value(tr.node.fields["input3_id"]).data is not None:
+        weight = np.ascontiguousarray(tr.const_input(2).T)  # [in, out] -> FULLY_CONNECTED's [out, in]
+        tr.op("FULLY_CONNECTED", [ins[1], tr.const(weight, "FLOAT32"), -1], [y], "FullyConnectedOptions",
+              fusedActivationFunction=none)
+    else:
+        tr.op("BATCH_MATMUL", [ins[1], ins[2]], [y], "BatchMatMulOptions", adjX=False, adjY=False)
+    tr.op("ADD", [y, ins[0]], [out], "AddOptions", fusedActivationFunction=none)
+
+
+def _emit_matmul(tr, args, ins, out):
+    tr.op("BATCH_MATMUL", ins[:2], [out], "BatchMatMulOptions", adjX=False, adjY=False)
+
+
+def _emit_hardtanh(tr, args, ins, out):
+    lo, hi = float(args[1]), float(args[2])
+    act = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo, hi))
+    if act is not None:
+        tr.op(act, ins[:1], [out])
+        return
+    mid = tr.temp(args[0].shape)
+    tr.op("MAXIMUM", [ins[0], tr.scalar(np.float32(lo))], [mid])
+    tr.op("MINIMUM", [mid, tr.scalar(np.float32(hi))], [out])
+
+
+def _emit_gelu(tr, args, ins, out):
+    tr.op("GELU", ins[:1], [out], "GeluOptions", approximate=args[1] == "tanh")
+
+
 #: operator -> the operators that compute it (every operator of :data:`..kernel_ops.CHECKS`)
 EMIT = {
     "aten::add.out": _binary("ADD", "AddOptions"),
@@ -187,5 +338,14 @@ EMIT = {
     "aten::rsqrt.out": _unary("RSQRT"),
     "aten::abs.out": _unary("ABS"),
     "aten::relu.out": _unary("RELU"),
+    "aten::hardtanh.out": _emit_hardtanh,
+    "aten::gelu.out": _emit_gelu,
+    "aten::convolution.out": _emit_conv,
+    "aten::_native_batch_norm_legit_no_training.out": _emit_batch_norm,
+    "aten::max_pool2d_with_indices.out": _emit_pool("MAX_POOL_2D", True),
+    "aten::avg_pool2d.out": _emit_pool("AVERAGE_POOL_2D", False),
+    "aten::addmm.out": _emit_addmm,
+    "aten::mm.out": _emit_matmul,
+    "aten::bmm.out": _emit_matmul,
 }
 

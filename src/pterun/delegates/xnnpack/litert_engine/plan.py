@@ -225,11 +225,11 @@ class LiteRTPlan:
         over the interpreter's memory stay valid until its subgraph is resized (each subgraph has memory of its
         own), so every resize drops the steady state first."""
         x, y = self._get_ins(args), self._get_outs(args)
-        pin = []
-        for (_, t, _), a in zip(self.inputs, x):
-            view = self._sub.tensor(t)
-            pin.append((view, a.array.reshape(view.shape)))  # a 0-D scalar for a [1] value: see execute
+        pin = [(self._sub.tensor(t), a.array) for (_, t, _), a in zip(self.inputs, x)]
         pout = tuple((a.array, self._views[t]()) for (_, t), a in zip(self.outputs, y))
+        if not all(isinstance(m, np.ndarray) for m in [v for v, _ in pin] + [v for _, v in pout]):
+            return  # LiteRT gives a rank-0 tensor as a NumPy scalar, a copy of its memory: nothing to keep
+        pin = [(v, a.reshape(v.shape)) for v, a in pin]  # a 0-D scalar for a [1] value: see execute
         self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout)
 
     def _resize(self, t: int, shape: tuple) -> None:
