@@ -340,3 +340,49 @@ def test_rank_0_inputs_and_outputs_follow_every_call():
         values[slots[0]].array[2] = x
         plan.execute([values[slots[0]], out])
         assert float(out.array) == x
+
+
+def _conv_then_batch_norm(extra_reader: bool):
+    """A convolution and a batch norm of its output (and, with ``extra_reader``, a relu of the convolution's output
+    too), as one merged graph; its outputs' slots and the NumPy kernels' results."""
+    x, w, b = _x(1, 3, 8, 8), _x(6, 3, 3, 3), _x(6)
+    stats = [_x(6), _x(6), _x(6), np.abs(_x(6)) + 0.5]
+    values, tags, slots = _program([x, Const(w), Const(b), (1, 1), (1, 1), (1, 1), False, (0, 0), 1,
+                                    Out((1, 6, 8, 8))])
+    conv = kernel_op(KERNELS["aten::convolution.out"], tuple(slots), values, tags, set())
+    y = slots[-1]
+    more, more_tags, more_slots = _program([None] + [Const(a) for a in stats] + [0.1, 1e-5, Out((1, 6, 8, 8)),
+                                                                                  Out((0,)), Out((0,))])
+    base = len(values)
+    values += more
+    tags += more_tags
+    bn_slots = (y,) + tuple(base + s for s in more_slots[1:])
+    bn = kernel_op(KERNELS["aten::_native_batch_norm_legit_no_training.out"], bn_slots, values, tags, set())
+    parts, reads = [conv, bn], [bn_slots[7]]
+    y_conv = KERNELS["aten::convolution.out"].fn(x, w, b, (1, 1), (1, 1), (1, 1), False, (0, 0), 1, None)
+    want = [KERNELS["aten::_native_batch_norm_legit_no_training.out"].fn(y_conv, *stats, 0.1, 1e-5, None, None,
+                                                                         None)[0]]
+    if extra_reader:
+        values.append(out_tensor((1, 6, 8, 8), F32))
+        tags.append(TENSOR)
+        parts.append(kernel_op(KERNELS["aten::relu.out"], (y, len(values) - 1), values, tags, set()))
+        reads.append(len(values) - 1)
+        want.append(np.maximum(y_conv, 0))
+    return parts, values, reads, want
+
+
+@needs_litert
+@pytest.mark.parametrize("extra_reader", [False, True])
+def test_a_batch_norm_folds_into_the_convolution_before_it_where_nothing_else_reads_it(extra_reader):
+    from pterun.delegates.xnnpack import litert_engine as L
+    from pterun.delegates.xnnpack.litert_engine.translate import translate_part
+
+    parts, values, reads, want = _conv_then_batch_norm(extra_reader)
+    graph, args = merge_over(parts, {}, lambda s: s in reads, values)
+    ops = translate_part(graph).writer.op_names
+    assert ops.count("CONV_2D") == 1 and ("MUL" in ops) == extra_reader and ops.count("TRANSPOSE") == 1 + len(reads)
+    plan = L.build(graph)
+    outs = [out_tensor(values[s].shape, F32) for s in args[1:]]
+    plan.execute([values[args[0]]] + outs)
+    for got, w in zip(outs, want):
+        np.testing.assert_allclose(got.array, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))

@@ -44,6 +44,18 @@ class KernelRules:
             raise self.no(f"{self.node.op}: input {k} is not a constant of the graph")
         return np.frombuffer(v.data, np.float32).reshape(v.dims)
 
+    def const_data(self, t: int) -> np.ndarray:
+        """The array a constant tensor of this model will hold (as :meth:`const` was given it)."""
+        buf = self.tensors[t].buffer
+        data = next(d for b, d, _ in self.blobs if b == buf)
+        return data.view(np.float32).reshape(self.tensors[t].shape)
+
+    def set_const_data(self, t: int, arr: np.ndarray) -> None:
+        """Replace the contents of constant tensor ``t`` (same shape and dtype) before the model is written."""
+        buf = self.tensors[t].buffer
+        k = next(i for i, (b, _, _) in enumerate(self.blobs) if b == buf)
+        self.blobs[k] = (buf, np.ascontiguousarray(arr).reshape(-1).view(np.uint8), 0)
+
     def scalar(self, value, dtype=F32) -> int:
         """A constant of shape [] (``const`` would make it [1]: FILL takes only a true scalar)."""
         data = np.asarray([value], dtype)
@@ -66,11 +78,37 @@ class _Inputs:
             return [self.tr.tensor_of(v) for v in self.vids[k]]
         return self.tr.tensor_of(self.vids[k])
 
+    def nhwc(self, k: int) -> int | None:
+        """The NHWC twin of input ``k`` (an earlier kernel's [N, C, H, W] output held as [N, H, W, C]), or None;
+        reading it does not write the NCHW tensor."""
+        tr = self.tr
+        t = tr.tid.get(tr.alias.get(self.vids[k], self.vids[k]))
+        return tr.nhwc.get(t) if t is not None else None
+
+
+def _same_4d(args, count: int) -> bool:
+    """Whether inputs 0..count-1 and the output are all [N, C, H, W] of one shape (NHWC twins then line up)."""
+    shapes = {tuple(a.shape) for a in args if isinstance(a, KernelArg) and (a.out or a.index < count)}
+    return len(shapes) == 1 and len(next(iter(shapes))) == 4
+
+
+def _follow(tr, args, ins, out, count: int, emit_on) -> None:
+    """``emit_on(inputs, output)`` on the inputs' NHWC twins where they all have one (the output then becomes
+    one too), else on the NCHW tensors."""
+    twins = _all_nhwc(ins, count) if _same_4d(args, count) else None
+    if twins is None:
+        emit_on(ins[:count], out)
+        return
+    n, c, h, w = [a for a in args if isinstance(a, KernelArg) and a.out][0].shape
+    y = tr.temp((n, h, w, c))
+    emit_on(twins, y)
+    _nchw(tr, y, out)
+
 
 def _binary(name: str, options: str | None):
     def emit(tr, args, ins, out):
         extra = {} if options is None else {"fusedActivationFunction": tr.S.ActivationFunctionType.NONE}
-        tr.op(name, ins[:2], [out], options, **extra)
+        _follow(tr, args, ins, out, 2, lambda i, o: tr.op(name, i, [o], options, **extra))
     return emit
 
 
@@ -89,7 +127,7 @@ def _compare_scalar(name: str):
 
 def _unary(name: str):
     def emit(tr, args, ins, out):
-        tr.op(name, ins[:1], [out])
+        _follow(tr, args, ins, out, 1, lambda i, o: tr.op(name, i, [o]))
     return emit
 
 
@@ -172,16 +210,28 @@ def _emit_layer_norm(tr, args, ins, out):
         y = dst
 
 
-def _nhwc(tr, x: int, shape) -> int:
-    """``x`` [N, C, H, W] as [N, H, W, C]."""
+def _nhwc(tr, ins, k: int, shape) -> int:
+    """Input ``k`` [N, C, H, W] as [N, H, W, C]: the NHWC twin an earlier kernel left, else a TRANSPOSE."""
+    twin = ins.nhwc(k)
+    if twin is not None:
+        return twin
     n, c, h, w = shape
     y = tr.temp((n, h, w, c))
-    tr.op("TRANSPOSE", [x, tr.i32([0, 2, 3, 1])], [y])
+    tr.op("TRANSPOSE", [ins[k], tr.i32([0, 2, 3, 1])], [y])
     return y
 
 
 def _nchw(tr, y: int, out: int) -> None:
-    tr.op("TRANSPOSE", [y, tr.i32([0, 3, 1, 2])], [out])
+    """``out`` holds ``y`` [N, H, W, C] as [N, C, H, W]: written only if something reads it as NCHW (the next
+    convolution, pool or elementwise kernel takes ``y`` itself), so a chain of them never leaves NHWC."""
+    tr.nhwc[out] = y
+    tr.pending_nchw.add(out)
+
+
+def _all_nhwc(ins, count: int) -> list | None:
+    """The NHWC twins of inputs 0..count-1 when every one has one, else None."""
+    twins = [ins.nhwc(k) for k in range(count)]
+    return None if None in twins else twins
 
 
 def _padded(tr, x: int, shape, pads, value: float = 0.0) -> tuple[int, tuple]:
@@ -211,24 +261,41 @@ def _emit_conv(tr, args, ins, out):
     n, cin, h, wd = x.shape
     cout, _, kh, kw = w.shape
     ph, pw = _pair(padding)
-    xs, shape = _padded(tr, _nhwc(tr, ins[0], x.shape), (n, h, wd, cin), (ph, ph, pw, pw))
+    xs, shape = _padded(tr, _nhwc(tr, ins, 0, x.shape), (n, h, wd, cin), (ph, ph, pw, pw))
     weight = tr.const_input(1)
     bias = tr.const_input(2) if isinstance(b, KernelArg) else np.zeros(cout, np.float32)
     sh, sw = _pair(stride)
     dh, dw = _pair(dilation)
     y = tr.temp((n, o.shape[2], o.shape[3], cout))
     none = tr.S.ActivationFunctionType.NONE
+    # OIHW -> OHWI; depthwise: [C*M, 1, H, W] -> [1, H, W, C*M]
+    filt = np.ascontiguousarray(weight.transpose(0, 2, 3, 1) if groups == 1 else weight.transpose(1, 2, 3, 0))
+    ft, bt = tr.const(filt, "FLOAT32"), tr.const(np.array(bias, np.float32), "FLOAT32")
     if groups == 1:
-        filt = tr.const(np.ascontiguousarray(weight.transpose(0, 2, 3, 1)), "FLOAT32")  # OIHW -> OHWI
-        tr.op("CONV_2D", [xs, filt, tr.const(bias, "FLOAT32")], [y], "Conv2DOptions",
-              padding=tr.S.Padding.VALID, strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw,
+        tr.op("CONV_2D", [xs, ft, bt], [y], "Conv2DOptions", padding=tr.S.Padding.VALID, strideH=sh,
+              strideW=sw, dilationHFactor=dh, dilationWFactor=dw, fusedActivationFunction=none)
+    else:
+        tr.op("DEPTHWISE_CONV_2D", [xs, ft, bt], [y], "DepthwiseConv2DOptions", padding=tr.S.Padding.VALID,
+              strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw, depthMultiplier=cout // cin,
               fusedActivationFunction=none)
-    else:  # depthwise: [C*M, 1, H, W] -> [1, H, W, C*M]
-        filt = tr.const(np.ascontiguousarray(weight.transpose(1, 2, 3, 0)), "FLOAT32")
-        tr.op("DEPTHWISE_CONV_2D", [xs, filt, tr.const(bias, "FLOAT32")], [y], "DepthwiseConv2DOptions",
-              padding=tr.S.Padding.VALID, strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw,
-              depthMultiplier=cout // cin, fusedActivationFunction=none)
+    tr.convs[y] = (ft, bt, groups == 1)
     _nchw(tr, y, out)
+
+
+def _fold_into_conv(tr, ins, scale: np.ndarray, shift: np.ndarray) -> int | None:
+    """The output of the convolution that produced input 0, its weights and bias now scaled by ``scale`` and
+    shifted by ``shift`` per output channel (a batch norm folded in), where nothing else reads that output;
+    else None."""
+    twin, vid = ins.nhwc(0), ins.vids[0]
+    conv = tr.convs.get(twin)
+    if conv is None or len(tr.consumers.get(vid, ())) != 1 or tr.value(vid).external_id is not None:
+        return None
+    ft, bt, dense = conv
+    w = tr.const_data(ft)
+    tr.set_const_data(ft, (w * (scale.reshape(-1, 1, 1, 1) if dense else scale)).astype(np.float32))
+    tr.set_const_data(bt, (tr.const_data(bt) * scale + shift).astype(np.float32))
+    del tr.convs[twin]
+    return twin
 
 
 def _emit_batch_norm(tr, args, ins, out):
@@ -245,12 +312,22 @@ def _emit_batch_norm(tr, args, ins, out):
     m, v = tr.const_input(k), tr.const_input(k + 1)
     scale = (consts.get("w", np.ones(c, np.float32)) / np.sqrt(v + eps)).astype(np.float32)
     shift = (consts.get("b", np.zeros(c, np.float32)) - m * scale).astype(np.float32)
+    folded = _fold_into_conv(tr, ins, scale, shift)
+    if folded is not None:
+        _nchw(tr, folded, out)
+        return
     none = tr.S.ActivationFunctionType.NONE
-    scaled = tr.temp(x.shape)
-    tr.op("MUL", [ins[0], tr.const(scale.reshape(1, c, 1, 1), "FLOAT32")], [scaled], "MulOptions",
+    twin = ins.nhwc(0)
+    src, shape, per = (ins[0], x.shape, (1, c, 1, 1)) if twin is None else \
+        (twin, (x.shape[0], x.shape[2], x.shape[3], c), (c,))
+    scaled = tr.temp(shape)
+    dst = out if twin is None else tr.temp(shape)
+    tr.op("MUL", [src, tr.const(scale.reshape(per), "FLOAT32")], [scaled], "MulOptions",
           fusedActivationFunction=none)
-    tr.op("ADD", [scaled, tr.const(shift.reshape(1, c, 1, 1), "FLOAT32")], [out], "AddOptions",
+    tr.op("ADD", [scaled, tr.const(shift.reshape(per), "FLOAT32")], [dst], "AddOptions",
           fusedActivationFunction=none)
+    if twin is not None:
+        _nchw(tr, dst, out)
 
 
 def _emit_pool(name: str, max_pool: bool):
@@ -261,7 +338,7 @@ def _emit_pool(name: str, max_pool: bool):
         kh, kw = _pair(kernel)
         sh, sw = _pair(stride) if len(tuple(stride)) else (kh, kw)
         ph, pw = _pair(padding)
-        xs, _ = _padded(tr, _nhwc(tr, ins[0], x.shape), (n, h, w, c), (ph, ph, pw, pw),
+        xs, _ = _padded(tr, _nhwc(tr, ins, 0, x.shape), (n, h, w, c), (ph, ph, pw, pw),
                         -np.inf if max_pool else 0.0)
         y = tr.temp((n, o.shape[2], o.shape[3], c))
         tr.op(name, [xs], [y], "Pool2DOptions", padding=tr.S.Padding.VALID, strideH=sh, strideW=sw,
@@ -291,12 +368,15 @@ def _emit_matmul(tr, args, ins, out):
 def _emit_hardtanh(tr, args, ins, out):
     lo, hi = float(args[1]), float(args[2])
     act = {(0.0, 6.0): "RELU6", (-1.0, 1.0): "RELU_N1_TO_1"}.get((lo, hi))
-    if act is not None:
-        tr.op(act, ins[:1], [out])
-        return
-    mid = tr.temp(args[0].shape)
-    tr.op("MAXIMUM", [ins[0], tr.scalar(np.float32(lo))], [mid])
-    tr.op("MINIMUM", [mid, tr.scalar(np.float32(hi))], [out])
+
+    def clamp(i, o):
+        if act is not None:
+            tr.op(act, i, [o])
+            return
+        mid = tr.add_tensor(list(tr.tensors[o].shape), tr.tensors[o].type)
+        tr.op("MAXIMUM", [i[0], tr.scalar(np.float32(lo))], [mid])
+        tr.op("MINIMUM", [mid, tr.scalar(np.float32(hi))], [o])
+    _follow(tr, args, ins, out, 1, clamp)
 
 
 def _emit_gelu(tr, args, ins, out):

@@ -41,6 +41,9 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
         self.dynamic_source: dict[int, int] = {}  # qdint8 value -> the fp32 value its dropped Convert read
         self.fixed_shape = False  # True when the translation holds only at the graph's own input sizes
         self.kernel_tensors: set[int] = set()  # tensors the operators of kernel nodes read or write
+        self.nhwc: dict[int, int] = {}  # NCHW tensor of a kernel node -> the same values as NHWC (lower.py)
+        self.pending_nchw: set[int] = set()  # NCHW tensors not written yet: made from their NHWC twin when read
+        self.convs: dict[int, tuple] = {}  # NHWC output of a kernel's convolution -> (filter, bias, dense)
         self.consumers: dict[int, list[G.Node]] = {}
         for n in graph.nodes:
             for k, vid in n.fields.items():
@@ -63,6 +66,9 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
         t = self.tid.get(vid)
         if t is None:
             t = self.tid[vid] = self.new_value_tensor(self.value(vid))
+        if t in self.pending_nchw:  # held as NHWC so far (see lower.py): its first NCHW reader needs it now
+            self.pending_nchw.discard(t)
+            self.op("TRANSPOSE", [self.nhwc[t], self.i32([0, 3, 1, 2])], [t])
         return t
 
     def new_value_tensor(self, v: G.Value) -> int:
