@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -60,7 +61,7 @@ def test_bench_worker_profiles_pterun(name):
 
 
 def test_the_lines_add_up_to_one_observed_call_and_progress_is_reported():
-    m = Runtime.get().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    m = Runtime(engine="numpy").load_program(FIXTURES / "mlp.pte").load_method("forward")  # no LiteRT note
     done = []
     rows = profile(m, load_calls("mlp")[0]["inputs"], repeat=4, progress=lambda k, n: done.append((k, n)))
     assert done == [(1, 4), (2, 4), (3, 4), (4, 4)]
@@ -89,3 +90,13 @@ def test_a_delegate_on_litert_is_one_row_and_the_profile_says_how_to_get_node_ro
         assert "--engine numpy" in rows.notes[0]
     else:
         assert "XnnpackBackend/XNNFullyConnected" in names and rows.notes == ()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
+def test_a_portable_program_compiled_into_one_litert_program_is_one_row_with_the_note():
+    from pterun.profile import LITERT_NOTE
+
+    m = Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    rows = profile(m, load_calls("mlp")[0]["inputs"], repeat=2)
+    assert [(r.name, r.calls) for r in rows] == [("delegate XnnpackBackend (whole calls)", 1)]
+    assert rows.notes == (LITERT_NOTE,)

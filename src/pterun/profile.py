@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["Profile", "ProfileRow", "profile", "format_profile"]
 
 #: what a profile says of XNNPACK delegates that run on LiteRT
-LITERT_NOTE = ("XNNPACK delegates on the LiteRT engine are one row each: LiteRT's Python API reports no per-node "
-               "times. Per-node rows: --engine numpy (Runtime(engine='numpy')), whose times are the NumPy engine's, "
-               "not XNNPACK's.")
+LITERT_NOTE = ("XNNPACK delegates on the LiteRT engine, and runs of operators compiled into one LiteRT program, are "
+               "one row each: LiteRT's Python API reports no per-node times. Per-operator and per-node rows: "
+               "--engine numpy (Runtime(engine='numpy')), whose times are the NumPy engine's, not XNNPACK's.")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ def profile(method: Method, inputs: Sequence[Any], repeat: int = 10,
         observed += perf() - t0
         if progress is not None:
             progress(k + 1, repeat)
-    litert = any(d.engine == "litert" for d in method.delegates)
+    litert = any(d.engine == "litert" for d in method.delegates) or \
+        any(e.kind == "DelegateCall" and e.detail for e in method.steps)  # a compiled run (merged calls)
     return Profile(_rows(totals, counts, repeat, litert), observed / repeat, (LITERT_NOTE,) if litert else ())
 
 

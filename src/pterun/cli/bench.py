@@ -49,8 +49,9 @@ def _print_delegates(method) -> None:
     merged = [e for e in method.steps if e.kind == "DelegateCall" and e.detail]
     if merged:
         calls = sum(1 for e in method.steps if e.kind == "DelegateCall")
-        print(f"{calls} delegate call(s) per run; {len(merged)} of them each run several neighbouring delegate calls "
-              "merged into one (PTERUN_NO_MERGE=1 keeps every call apart)")
+        print(f"{calls} delegate call(s) per run; {len(merged)} of them each run several neighbouring instructions "
+              "(delegate calls, portable operators) compiled into one LiteRT program (PTERUN_NO_MERGE=1 keeps "
+              "them apart)")
 
 
 def cmd_bench(args) -> int:

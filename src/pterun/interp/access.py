@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 
 import numpy as np
@@ -141,6 +142,8 @@ class Accesses:
         self.read_at: dict[int, list] = {}
         self.write_at: dict[int, list] = {}
         self.writes_of: list[list[frozenset]] = []  # per chain, per pc: the slots it certainly writes
+        self._groups: dict[int, tuple] = {}  # slot -> what bytes_read scans (_group_events)
+        self._escape: dict[tuple, bool] = {}  # (slot, chain, others only) -> _escapes
         kernels = kernels_for(ins for c in plan.chains for ins in c)
         for ci, chain in enumerate(plan.chains):
             self.writes_of.append([])
@@ -227,33 +230,13 @@ class Accesses:
         span = shared.span(slot)
         if span is None:
             return False
-        group = (slot,) + shared.overlapping(slot)
-        if others_only and len(group) == 1:
+        if others_only and not shared.overlapping(slot):
             return False
-        plan = self.plan
-        for k in group:
-            if others_only and k == slot:
-                continue
-            d = plan.values[k][1] if 0 <= k < len(plan.values) else None
-            if getattr(d, "memory_id", None) is not None and d.memory_id >= 2:
-                return True  # state other methods may read
-            if any(c != ci for c, _ in self.read_at.get(k, ())) or any(c != ci for c, _ in self.write_at.get(k, ())):
-                return True  # another chain: no order between them is known here
-        position = after.position
-        events = []  # (position, 0: read / 1: written, slot); an instruction reads before it writes
-        for k in group:
-            if not (others_only and k == slot):
-                events.extend((q, 0, k) for q in map(position, (pc for _, pc in self.read_at.get(k, ())))
-                              if q is not None)
-                if k in self.outputs:
-                    events.append((after.outputs_at, 0, k))
-            events.extend((q, 1, k) for q in map(position, (pc for _, pc in self.write_at.get(k, ())))
-                          if q is not None)
-            if k in self.inputs and after.inputs_at is not None and self.tags[k] == TENSOR:
-                events.append((after.inputs_at, 1, k))
+        if self._escapes(slot, ci, others_only):
+            return True
         live, written = [span], set(written)
         roots = self.roots
-        for _, what, k in sorted(events):
+        for what, k in self._in_order(slot, after, others_only):
             s = shared.span(k)
             if what == 0:
                 # a view reads what its root holds: a write of the root since then is what it reads too
@@ -267,6 +250,69 @@ class Accesses:
                     if not live:
                         return False
         return False
+
+    def _in_order(self, slot: int, after: After, others_only: bool):
+        """The reads (0) and certain writes (1) of the slots over ``slot``'s bytes, as (what, slot) in the order
+        ``after`` runs them (an instruction reads before it writes), lazily: the caller stops at the first that
+        decides. ``others_only`` leaves out ``slot``'s own reads."""
+        ev, pcs, by_pc, group = self._group_events(slot)
+        skip = after.skip
+        for pc in after.first:
+            for _, what, k in by_pc.get(pc, ()):
+                if not (what == 0 and others_only and k == slot):
+                    yield what, k
+        segments = [(after.resume, after.n)]
+        tail = [(0, min(after.until, after.resume))] if after.inputs_at is not None else []
+        for segs, ends in ((segments, True), (tail, False)):
+            for lo, hi in segs:
+                for pc, what, k in ev[bisect_left(pcs, lo):bisect_left(pcs, hi)]:
+                    if pc not in skip and not (what == 0 and others_only and k == slot):
+                        yield what, k
+            if ends:  # the caller reads the outputs; the next call writes its inputs
+                for k in group:
+                    if k in self.outputs and not (others_only and k == slot):
+                        yield 0, k
+                if after.inputs_at is not None:
+                    for k in group:
+                        if k in self.inputs and self.tags[k] == TENSOR:
+                            yield 1, k
+
+    def _escapes(self, slot: int, ci: int, others_only: bool) -> bool:
+        """Whether a slot over ``slot``'s bytes (other than ``slot`` with ``others_only``) is state other methods may
+        read (memory ids >= 2), or is used by another chain than ``ci`` (no order between them is known here)."""
+        key = (slot, ci, others_only)
+        got = self._escape.get(key)
+        if got is None:
+            plan = self.plan
+            got = False
+            for k in self._group_events(slot)[3]:
+                if others_only and k == slot:
+                    continue
+                d = plan.values[k][1] if 0 <= k < len(plan.values) else None
+                if getattr(d, "memory_id", None) is not None and d.memory_id >= 2 or \
+                        any(c != ci for c, _ in self.read_at.get(k, ())) or \
+                        any(c != ci for c, _ in self.write_at.get(k, ())):
+                    got = True
+                    break
+            self._escape[key] = got
+        return got
+
+    def _group_events(self, slot: int) -> tuple:
+        """(events, their pcs, events by pc, the slots over ``slot``'s bytes): every read (0) and certain write (1)
+        of those slots as (pc, what, slot), sorted; worked out once per slot."""
+        got = self._groups.get(slot)
+        if got is None:
+            group = (slot,) + self.shared.overlapping(slot)
+            ev = []
+            for k in group:
+                ev.extend((pc, 0, k) for _, pc in self.read_at.get(k, ()))
+                ev.extend((pc, 1, k) for _, pc in self.write_at.get(k, ()))
+            ev.sort()
+            by_pc: dict[int, list] = {}
+            for e in ev:
+                by_pc.setdefault(e[0], []).append(e)
+            got = self._groups[slot] = (ev, [e[0] for e in ev], by_pc, group)
+        return got
 
 
 class After:

@@ -179,8 +179,11 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
             if isinstance(p, Absorbed) and p.op == "view" and named_outside(p.outputs[0]):
                 deferred.add(pc)
 
-        def outside(slot: int, deferred=frozenset(deferred)) -> bool:
-            return _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot)
+        def outside(slot: int, deferred=frozenset(deferred), known={}) -> bool:  # noqa: B006  (this run's answers)
+            got = known.get(slot)
+            if got is None:
+                got = known[slot] = _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot)
+            return got
         bad = _first_conflict(items, deferred, chain, values, root, later, outside, span)
         if bad is None:
             parts = tuple(p for _, p in items if p is not None)
@@ -337,6 +340,13 @@ def slots_read_outside(plan, tags: list, values: list, acc: Accesses | None = No
     outputs = set(plan.outputs)
     acc = acc if acc is not None else Accesses(plan, values, tags)
 
+    known: dict = {}
+
     def outside(run: Run, slot: int) -> bool:
-        return _read_outside(uses, outputs, acc, run.chain, run.start, run.stop, frozenset(run.deferred), slot)
+        key = (run.chain, run.start, run.stop, run.deferred, slot)
+        got = known.get(key)
+        if got is None:
+            got = known[key] = _read_outside(uses, outputs, acc, run.chain, run.start, run.stop,
+                                             frozenset(run.deferred), slot)
+        return got
     return outside
