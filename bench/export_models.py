@@ -12,6 +12,10 @@ Models (random weights, fixed seeds, nothing is downloaded):
 * ``resnet18_{portable,xnnpack}.pte``      torchvision resnet18, input f32[1,3,224,224]
 * ``mobilenet_v2_{portable,xnnpack}.pte``  torchvision mobilenet_v2, input f32[1,3,224,224]
 * ``mlp_{portable,xnnpack}.pte``           Linear(64,128)-ReLU-Linear(128,128)-ReLU-Linear(128,10), f32[1,64]
+* ``bert_tiny_{portable,xnnpack}.pte``     a BERT of BERT-tiny's shape (Hugging Face ``BertModel``, hidden 128,
+                                           2 layers, 2 heads, FFN 512), token ids int64[1, 128]
+* ``whisper_encoder_{portable,xnnpack}.pte`` Whisper-tiny's encoder shape (``WhisperEncoder``, d_model 384,
+                                           4 layers, 6 heads), log-mel f32[1, 80, 3000]
 * ``many_ops_portable.pte``                300 cheap elementwise ops (150 x (add, mul)) on f32[4]
 * ``few_ops_portable.pte``                 4 cheap elementwise ops on f32[4]; with ``many_ops`` it gives
                                            pterun's fixed per-call cost and its cost per instruction
@@ -33,12 +37,14 @@ warnings.filterwarnings("ignore")
 HERE = Path(__file__).resolve().parent
 MODELS_DIR = HERE / "models"
 
-FAMILIES = ("resnet18", "mobilenet_v2", "mlp", "many_ops", "few_ops")
+FAMILIES = ("resnet18", "mobilenet_v2", "mlp", "bert_tiny", "whisper_encoder", "many_ops", "few_ops")
 # family -> the variants exported for it
 VARIANTS = {
     "resnet18": ("portable", "xnnpack"),
     "mobilenet_v2": ("portable", "xnnpack"),
     "mlp": ("portable", "xnnpack"),
+    "bert_tiny": ("portable", "xnnpack"),
+    "whisper_encoder": ("portable", "xnnpack"),
     "many_ops": ("portable",),
     "few_ops": ("portable",),
 }
@@ -64,6 +70,8 @@ def build(family: str):
     if family == "mlp":
         model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 128), nn.ReLU(), nn.Linear(128, 10))
         return model.eval(), (torch.randn(1, 64),)
+    if family in ("bert_tiny", "whisper_encoder"):
+        return _transformer(family)
     if family in ("many_ops", "few_ops"):
         pairs = 150 if family == "many_ops" else 2
 
@@ -77,6 +85,43 @@ def build(family: str):
 
         return Chain().eval(), (torch.randn(4), torch.randn(4))
     raise SystemExit(f"unknown model family {family!r}; known: {', '.join(FAMILIES)}")
+
+
+def _transformer(family: str):
+    """A Hugging Face encoder of a small released model's shape, random weights (nothing is downloaded)."""
+    import torch
+    import torch.nn as nn
+
+    if family == "bert_tiny":
+        from transformers import BertConfig, BertModel
+
+        model = BertModel(BertConfig(hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
+                                     intermediate_size=512, attn_implementation="sdpa"), add_pooling_layer=False)
+
+        class Wrapped(nn.Module):  # the last hidden state only (a ModelOutput is not a tensor)
+            def __init__(self):
+                super().__init__()
+                self.m = model
+
+            def forward(self, ids):
+                return self.m(input_ids=ids).last_hidden_state
+
+        return Wrapped().eval(), (torch.randint(0, 1000, (1, 128)),)
+    from transformers import WhisperConfig
+    from transformers.models.whisper.modeling_whisper import WhisperEncoder
+
+    enc = WhisperEncoder(WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6,
+                                       encoder_ffn_dim=1536, num_mel_bins=80))
+
+    class Encoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.e = enc
+
+        def forward(self, mel):
+            return self.e(mel).last_hidden_state
+
+    return Encoder().eval(), (torch.randn(1, 80, 3000),)
 
 
 def export_one(family: str, variant: str, path: Path) -> None:

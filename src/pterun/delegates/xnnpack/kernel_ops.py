@@ -87,6 +87,13 @@ def _same_dtype(args):
     return None if ins[0].dtype == outs[0].dtype else "a copy that changes dtype"
 
 
+def _clone(args):
+    x, _, dim_order, out = args
+    if _same_dtype(args) or dim_order is not None and tuple(dim_order) != tuple(range(len(x.shape))):
+        return "a clone into another dtype or dim order"
+    return None
+
+
 def _softmax(args):
     x, dim, half, _ = args
     if _float(args) or half or dim % max(len(x.shape), 1) != len(x.shape) - 1:
@@ -121,9 +128,10 @@ def _pair(v) -> tuple:
 
 def _conv(args):
     x, w, b, stride, padding, dilation, transposed, _, groups, out = args
-    if {x.dtype, w.dtype, out.dtype} != {F32} or len(x.shape) != 4 or transposed or not w.const or \
-            b is not None and not b.const or len(_pair(stride)) != 2 or len(_pair(padding)) != 2:
-        return "a convolution other than 2-d, float32, with constant weights"
+    nd = len(x.shape) - 2
+    if {x.dtype, w.dtype, out.dtype} != {F32} or nd not in (1, 2) or transposed or not w.const or \
+            b is not None and not b.const or not all(len(tuple(v)) in (1, nd) for v in (stride, padding, dilation)):
+        return "a convolution other than 1-d or 2-d, float32, with constant weights"
     cin, cout = x.shape[1], w.shape[0]
     if groups != 1 and not (groups == cin and cout % cin == 0 and w.shape[1] == 1):
         return f"a convolution of {groups} groups"
@@ -204,6 +212,7 @@ CHECKS = {
     "aten::rsqrt.out": _float,
     "aten::abs.out": _float,
     "aten::relu.out": _float,
+    "dim_order_ops::_clone_dim_order.out": _clone,
     "aten::hardtanh.out": _hardtanh,
     "aten::gelu.out": _gelu,
     "aten::convolution.out": _conv,
@@ -227,7 +236,7 @@ BITWISE = frozenset({
     "aten::ge.Scalar_out", "aten::logical_not.out", "aten::any.out", "aten::any.dims_out", "aten::where.self_out",
     "aten::full_like.out", "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::select_copy.int_out",
     "aten::permute_copy.out", "aten::neg.out", "aten::abs.out", "aten::relu.out", "aten::hardtanh.out",
-    "aten::max_pool2d_with_indices.out",
+    "aten::max_pool2d_with_indices.out", "dim_order_ops::_clone_dim_order.out",
 })
 
 

@@ -256,17 +256,49 @@ def _pair(v) -> tuple:
 
 
 def _emit_conv(tr, args, ins, out):
-    """NCHW -> NHWC, explicit padding, CONV_2D or DEPTHWISE_CONV_2D (VALID), NHWC -> NCHW."""
+    """NCHW -> NHWC, explicit padding, CONV_2D or DEPTHWISE_CONV_2D (VALID), NHWC -> NCHW; a 1-d convolution as
+    a 2-d one of height 1."""
     x, w, b, stride, padding, dilation, _, _, groups, o = args
+    if len(x.shape) == 3:
+        return _emit_conv1d(tr, args, ins, out)
     n, cin, h, wd = x.shape
-    cout, _, kh, kw = w.shape
     ph, pw = _pair(padding)
     xs, shape = _padded(tr, _nhwc(tr, ins, 0, x.shape), (n, h, wd, cin), (ph, ph, pw, pw))
-    weight = tr.const_input(1)
+    _conv2d(tr, xs, args, tr.const_input(1), out, o.shape)
+
+
+def _emit_conv1d(tr, args, ins, out):
+    x, w, b, stride, padding, dilation, _, _, groups, o = args
+    (n, cin, length), cout = x.shape, w.shape[0]
+    x4 = tr.temp((n, 1, length, cin))  # [N, C, L] -> [N, L, C] -> [N, 1, L, C]
+    t = tr.temp((n, length, cin))
+    tr.op("TRANSPOSE", [ins[0], tr.i32([0, 2, 1])], [t])
+    tr.op("RESHAPE", [t, tr.i32([n, 1, length, cin])], [x4])
+    (p,) = _single(padding)
+    xs, _ = _padded(tr, x4, (n, 1, length, cin), (0, 0, p, p))
+    wide = (x, w, b, (1,) + _single(stride), (0, p), (1,) + _single(dilation)) + tuple(args[6:])
+    y4 = tr.temp((n, 1, o.shape[2], cout))
+    _conv2d(tr, xs, wide, tr.const_input(1)[:, :, None, :], None, (n, cout, 1, o.shape[2]), y=y4)
+    t = tr.temp((n, o.shape[2], cout))
+    tr.op("RESHAPE", [y4, tr.i32([n, o.shape[2], cout])], [t])
+    tr.op("TRANSPOSE", [t, tr.i32([0, 2, 1])], [out])
+
+
+def _single(v) -> tuple:
+    v = tuple(int(d) for d in v)
+    return v[:1]
+
+
+def _conv2d(tr, xs: int, args, weight: np.ndarray, out, out_shape, y: int | None = None) -> None:
+    """The convolution of ``xs`` (NHWC, padded) into ``y`` (a new NHWC tensor unless given), whose NCHW twin is
+    ``out`` (None: no twin)."""
+    x, w, b, stride, padding, dilation, _, _, groups = args[:9]
+    cin, cout = x.shape[1], w.shape[0]
     bias = tr.const_input(2) if isinstance(b, KernelArg) else np.zeros(cout, np.float32)
     sh, sw = _pair(stride)
     dh, dw = _pair(dilation)
-    y = tr.temp((n, o.shape[2], o.shape[3], cout))
+    if y is None:
+        y = tr.temp((out_shape[0], out_shape[2], out_shape[3], cout))
     none = tr.S.ActivationFunctionType.NONE
     # OIHW -> OHWI; depthwise: [C*M, 1, H, W] -> [1, H, W, C*M]
     filt = np.ascontiguousarray(weight.transpose(0, 2, 3, 1) if groups == 1 else weight.transpose(1, 2, 3, 0))
@@ -278,8 +310,9 @@ def _emit_conv(tr, args, ins, out):
         tr.op("DEPTHWISE_CONV_2D", [xs, ft, bt], [y], "DepthwiseConv2DOptions", padding=tr.S.Padding.VALID,
               strideH=sh, strideW=sw, dilationHFactor=dh, dilationWFactor=dw, depthMultiplier=cout // cin,
               fusedActivationFunction=none)
-    tr.convs[y] = (ft, bt, groups == 1)
-    _nchw(tr, y, out)
+    if out is not None:
+        tr.convs[y] = (ft, bt, groups == 1)
+        _nchw(tr, y, out)
 
 
 def _fold_into_conv(tr, ins, scale: np.ndarray, shift: np.ndarray) -> int | None:
@@ -418,6 +451,7 @@ EMIT = {
     "aten::rsqrt.out": _unary("RSQRT"),
     "aten::abs.out": _unary("ABS"),
     "aten::relu.out": _unary("RELU"),
+    "dim_order_ops::_clone_dim_order.out": _emit_reshape,
     "aten::hardtanh.out": _emit_hardtanh,
     "aten::gelu.out": _emit_gelu,
     "aten::convolution.out": _emit_conv,
