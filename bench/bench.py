@@ -50,7 +50,8 @@ MARK = "@@BENCH@@ "
 
 # name -> (path, kind). kind: "full" = exported by export_models.py; "fixture"; "demo"
 EXPORTED = ["resnet18_portable", "resnet18_xnnpack", "mobilenet_v2_portable", "mobilenet_v2_xnnpack",
-            "mlp_portable", "mlp_xnnpack", "few_ops_portable", "many_ops_portable"]
+            "mlp_portable", "mlp_xnnpack", "bert_tiny_portable", "bert_tiny_xnnpack", "whisper_encoder_portable",
+            "whisper_encoder_xnnpack", "few_ops_portable", "many_ops_portable"]
 FIXTURES = ["mlp", "cnn", "transformer", "gru", "mobilenet_v2", "resnet_small",
             # XNNPACK-delegated fixtures: a transformer (delegates split by portable ops), an 8da4w linear
             "xnn_transformer", "xnn_8da4w", "xnn_mobilenet_v2"]

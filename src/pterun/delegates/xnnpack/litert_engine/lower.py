@@ -2,11 +2,17 @@
 
 The arguments were checked when the merge was planned (:func:`..kernel_ops.supports`); :data:`EMIT` holds the
 operators that compute each. Elementwise arithmetic, comparisons, ``where``, views and copies give the portable
-kernel's numbers exactly; the transcendental functions, softmax and layer norm (a mean, the centred mean of
-squares, a square root and a division, as the portable kernel computes it) give them within the float tolerance
-the NumPy engine has against ExecuTorch's kernels: their sums run in another order and XNNPACK's ``exp`` and
-``tanh`` are its own approximations. Operators on bool values (comparisons, ``logical_not``, ``any``, ``where``'s
-condition) run on LiteRT's builtin kernels, the float ones mostly on XNNPACK, within the one invocation.
+kernel's numbers exactly (:data:`..kernel_ops.BITWISE`); the transcendental functions, softmax, layer norm (a
+mean, the centred mean of squares, a square root and a division, as the portable kernel computes it),
+convolutions and matrix products give them within the float tolerance the NumPy engine has against ExecuTorch's
+kernels: their sums run in another order and XNNPACK's ``exp`` and ``tanh`` are its own approximations.
+Operators on bool values (comparisons, ``logical_not``, ``any``, ``where``'s condition) run on LiteRT's builtin
+kernels, the float ones mostly on XNNPACK, within the one invocation.
+
+Portable convolutions and pools are NCHW, TFLite's NHWC: a convolution's NHWC result is kept as its NCHW output's
+twin (``nhwc``), which the next convolution, pool, batch norm or elementwise kernel reads instead; the NCHW
+tensor itself is written (one TRANSPOSE, by the translator's ``tensor_of``) only where something reads it as
+NCHW. A batch norm of a convolution's output that nothing else reads is folded into that convolution's weights.
 """
 
 from __future__ import annotations
