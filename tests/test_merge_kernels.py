@@ -391,3 +391,17 @@ def test_a_batch_norm_folds_into_the_convolution_before_it_where_nothing_else_re
     plan.execute([values[args[0]]] + outs)
     for got, w in zip(outs, want):
         np.testing.assert_allclose(got.array, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
+
+
+@needs_litert
+def test_portable_runs_with_more_weights_than_the_bound_stay_on_the_numpy_kernels(monkeypatch):
+    import pterun.delegates.xnnpack as X
+
+    assert X.PORTABLE_COMPILE_BYTES == 256 << 20
+    method = Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    assert len(method._runner.merged) == 1  # the MLP's weights (tens of KB) compile
+    monkeypatch.setattr(X, "PORTABLE_COMPILE_BYTES", 1000)
+    method = Runtime().load_program(FIXTURES / "mlp.pte").load_method("forward")
+    assert not method._runner.merged and all(ev.kind == "KernelCall" for ev in method.steps)
+    for call in load_calls("mlp"):
+        np.testing.assert_allclose(method.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)

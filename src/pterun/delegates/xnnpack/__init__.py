@@ -163,6 +163,23 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+#: A run of portable operators alone is compiled only where its graph's constants (weights) total at most this:
+#: the translation copies them into the model's bytes (transposed where TFLite's layout differs) before XNNPACK
+#: packs them, so loading holds a few copies at once, where the NumPy kernels read the program's own. A portable
+#: LLM of 2 GB of weights stays on the NumPy engine rather than needing 6-8 GB to load.
+PORTABLE_COMPILE_BYTES = 256 << 20
+
+
+def _check_size(graph: Graph) -> None:
+    """Raises CannotMerge for a graph of portable operators alone whose constants exceed the bound."""
+    from pterun.delegates.xnnpack.merge import CannotMerge
+
+    held = sum(v.data.nbytes for v in graph.values.values() if v.data is not None)
+    if held > PORTABLE_COMPILE_BYTES:
+        raise CannotMerge(f"{held} bytes of weights: portable operators compile into LiteRT programs of at most "
+                          f"{PORTABLE_COMPILE_BYTES} (the NumPy kernels read them where they lie)")
+
+
 def _check_rounding(graph: Graph) -> None:
     """A merged graph that quantizes activations dynamically holds only operators that give the portable kernels'
     numbers bit for bit (:data:`.kernel_ops.BITWISE`); raises CannotMerge otherwise."""
@@ -259,6 +276,8 @@ class XnnpackBackend(Backend):
         try:
             graph, args = merge_graphs(parts, graphs, outside, tensors, shared)
             _check_rounding(graph)
+            if not blobs:
+                _check_size(graph)
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
