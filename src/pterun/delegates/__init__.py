@@ -119,8 +119,15 @@ class Backend:
     def outputs(self, blob: np.ndarray) -> frozenset[int] | None:
         return None
 
-    def absorbs(self, op) -> bool:
-        """Whether a merged graph can hold the operator ``op`` (an :class:`pterun.interp.merge.Absorbed`)."""
+    def absorbs(self, op, exact: bool = False) -> bool:
+        """Whether a merged graph can hold the operator ``op`` (an :class:`pterun.interp.merge.Absorbed`); with
+        ``exact``, only where the graph gives the operator's own numbers bit for bit (see :meth:`quantizes`)."""
+        return False
+
+    def quantizes(self, blob: np.ndarray) -> bool:
+        """Whether the delegate quantizes activations dynamically. Its method's merged graphs then hold only
+        operators they compute bit for bit (``absorbs(op, exact=True)``): one ulp upstream can move a rounding tie
+        of that quantization, and the output a whole quantization step."""
         return False
 
     def compiles(self, engine: str) -> bool:

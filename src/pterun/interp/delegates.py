@@ -111,6 +111,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept."""
     plan, values, tags = src.plan, memory.values, analysis.tags
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+    exact = _quantizes(src)  # then every merged graph of the method holds only bit-for-bit operators
 
     def absorbed(backend: str, name: str, args: tuple):
         b = BACKENDS[backend]
@@ -120,7 +121,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
             op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile)
         else:
             op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
-        return op if op is not None and b.absorbs(op) else None
+        return op if op is not None and b.absorbs(op, exact=exact) else None
 
     def later(ins):  # (read, written) slots of a KernelCall that may run after a merged call, or None
         kernel = KERNELS.get(plan.operators[ins.op_index]) if ins.kind == KERNEL_CALL else None
@@ -148,6 +149,19 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged)
     return merged
+
+
+def _quantizes(src: Source) -> bool:
+    """Whether any delegate of the method quantizes activations dynamically (its backend says)."""
+    for d in src.plan.delegates:
+        backend = BACKENDS.get(d.backend_id) if d.backend_id in BACKENDS else None
+        if backend is not None:
+            try:
+                if backend.quantizes(src.pf.delegate_blob(d)):
+                    return True
+            except Exception:  # noqa: BLE001  (unreadable: the delegate's init reports it)
+                continue
+    return False
 
 
 def _meets(run: Run, ranges: list) -> bool:

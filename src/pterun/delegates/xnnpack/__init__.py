@@ -226,17 +226,27 @@ class XnnpackBackend(Backend):
         dims = load_dims(ctx.dynamic_sizes, lambda ext: ext < len(flags) and flags[ext])
         return load(blob, ctx.named_data, ctx.engine, ctx.call_args, ctx.num_threads, dims, _batch(ctx))
 
+    def quantizes(self, blob: np.ndarray) -> bool:
+        """Whether the payload quantizes activations dynamically (8da4w, 8da8w; see :meth:`Backend.quantizes`)."""
+        from pterun.delegates.xnnpack.payload import quantizes_dynamically
+
+        return quantizes_dynamically(blob)
+
     def outputs(self, blob: np.ndarray) -> frozenset[int] | None:
         """The DelegateCall arguments a payload writes (its graph's external outputs), None when unreadable."""
         from pterun.delegates.xnnpack.payload import external_outputs
 
         return external_outputs(blob)
 
-    def absorbs(self, op) -> bool:
+    def absorbs(self, op, exact: bool = False) -> bool:
         """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`); an operator
-        held as a kernel only with arguments every engine computes (:mod:`.kernel_ops`)."""
+        held as a kernel only with arguments every engine computes (:mod:`.kernel_ops`), and with ``exact`` only
+        one whose lowering is bit for bit (:data:`.kernel_ops.BITWISE`)."""
+        from pterun.delegates.xnnpack.kernel_ops import BITWISE
         from pterun.delegates.xnnpack.merge import absorbs
 
+        if exact and op.op == "kernel" and op.attrs["name"] not in BITWISE:
+            return False
         ok = absorbs(op)
         if not ok and op.op == "kernel":
             from pterun.delegates.xnnpack.kernel_ops import supports

@@ -226,6 +226,24 @@ def external_outputs(blob: np.ndarray) -> frozenset[int] | None:
         return None
 
 
+def quantizes_dynamically(blob: np.ndarray) -> bool:
+    """Whether a payload quantizes activations dynamically (a ``qdint8`` value, or a legacy fp32 input quantized at
+    run time), read from the value table alone; False when it cannot be read that far."""
+    try:
+        fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
+        if bytes(fb[4:8]) not in (b"XN00", b"XN01"):
+            return False
+        root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
+        for xv in root.tables(8, "XValue"):
+            tag, u = xv.union(4, 6, "XValue payload")
+            tv = u if tag == 1 else u.table(4, "XNNTensorValue") if tag == 2 and u is not None else None
+            if tv is not None and (tv.i16(4) == QDINT8 or tv.i16(18)):
+                return True
+        return False
+    except (PterunError, struct.error, IndexError, OverflowError, ValueError, AttributeError):
+        return False
+
+
 def read_graph(blob: np.ndarray, named_data: Callable[[str], np.ndarray]) -> Graph:
     """Parse and validate a whole payload; constant data comes back as read-only uint8 views."""
     fb, const_region = split_blob(np.asarray(blob, dtype=np.uint8))
