@@ -179,7 +179,9 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
             if isinstance(p, Absorbed) and p.op == "view" and named_outside(p.outputs[0]):
                 deferred.add(pc)
 
-        def outside(slot: int, deferred=frozenset(deferred), known={}) -> bool:  # noqa: B006  (this run's answers)
+        known: dict[int, bool] = {}  # this settling's answers, by slot
+
+        def outside(slot: int, deferred=frozenset(deferred), known=known) -> bool:
             got = known.get(slot)
             if got is None:
                 got = known[slot] = _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot)

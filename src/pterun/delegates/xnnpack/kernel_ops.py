@@ -19,7 +19,7 @@ import numpy as np
 
 from pterun.delegates import KernelArg
 
-__all__ = ["BITWISE", "CHECKS", "KERNEL_OPS", "dims_of", "supports"]
+__all__ = ["BITWISE", "CHECKS", "KERNEL_OPS", "dims_of", "pair", "supports"]
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
@@ -121,8 +121,9 @@ def _permute(args):
     return _same_dtype(args) or (None if sorted(dims) == list(range(rank)) else "not a permutation")
 
 
-def _pair(v) -> tuple:
-    v = tuple(v)
+def pair(v) -> tuple:
+    """A window argument (kernel size, stride, padding, dilation) of one or two ints as two ints."""
+    v = tuple(int(d) for d in v)
     return v * 2 if len(v) == 1 else v
 
 
@@ -147,11 +148,11 @@ def _batch_norm(args):
 
 def _pool_args(args, max_pool: bool):
     x, kernel, stride, padding = args[:4]
-    if args[0].dtype != F32 or len(x.shape) != 4 or len(_pair(kernel)) != 2:
+    if args[0].dtype != F32 or len(x.shape) != 4 or len(pair(kernel)) != 2:
         return "a pool other than 2-d float32"
-    if max_pool and (tuple(_pair(args[4])) != (1, 1) or args[5]):
+    if max_pool and (tuple(pair(args[4])) != (1, 1) or args[5]):
         return "a max pool with dilation or ceil_mode"
-    if not max_pool and (args[4] or any(_pair(padding)) or args[6] is not None):
+    if not max_pool and (args[4] or any(pair(padding)) or args[6] is not None):
         return "an average pool with padding, ceil_mode or a divisor"
     return None
 

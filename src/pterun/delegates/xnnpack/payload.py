@@ -205,24 +205,33 @@ def payload_format(blob: np.ndarray) -> str:
     return f"{b[4:8].decode('latin-1')} bare"
 
 
+def _tensor_values(blob: np.ndarray):
+    """The XNNTensorValue tables of a payload's value table, in order (None for one that is not a tensor value),
+    read from the value table alone; raises what a malformed payload raises (the callers catch it)."""
+    fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
+    if bytes(fb[4:8]) not in (b"XN00", b"XN01"):
+        raise ValueError("not an XNNPACK payload")
+    root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
+    for xv in root.tables(8, "XValue"):
+        tag, u = xv.union(4, 6, "XValue payload")
+        yield u if tag == 1 else u.table(4, "XNNTensorValue") if tag == 2 and u is not None else None
+
+
+_UNREADABLE = (PterunError, struct.error, IndexError, OverflowError, ValueError, AttributeError)
+
+
 def external_outputs(blob: np.ndarray) -> frozenset[int] | None:
     """The external ids of a payload's output values (the DelegateCall arguments the delegate writes), read from
     the value table alone; None when the payload cannot be read that far (:func:`read_graph` then says why)."""
     try:
-        fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
-        if bytes(fb[4:8]) not in (b"XN00", b"XN01"):
-            return None
-        root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
         out = set()
-        for xv in root.tables(8, "XValue"):
-            tag, u = xv.union(4, 6, "XValue payload")
-            tv = u if tag == 1 else u.table(4, "XNNTensorValue") if tag == 2 and u is not None else None
+        for tv in _tensor_values(blob):
             if tv is None:
                 return None
             if tv.u32(14) & VALUE_EXTERNAL_OUTPUT:
                 out.add(tv.u32(12))
         return frozenset(out)
-    except (PterunError, struct.error, IndexError, OverflowError, ValueError, AttributeError):
+    except _UNREADABLE:
         return None
 
 
@@ -230,17 +239,8 @@ def quantizes_dynamically(blob: np.ndarray) -> bool:
     """Whether a payload quantizes activations dynamically (a ``qdint8`` value, or a legacy fp32 input quantized at
     run time), read from the value table alone; False when it cannot be read that far."""
     try:
-        fb, _ = split_blob(np.asarray(blob, dtype=np.uint8))
-        if bytes(fb[4:8]) not in (b"XN00", b"XN01"):
-            return False
-        root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
-        for xv in root.tables(8, "XValue"):
-            tag, u = xv.union(4, 6, "XValue payload")
-            tv = u if tag == 1 else u.table(4, "XNNTensorValue") if tag == 2 and u is not None else None
-            if tv is not None and (tv.i16(4) == QDINT8 or tv.i16(18)):
-                return True
-        return False
-    except (PterunError, struct.error, IndexError, OverflowError, ValueError, AttributeError):
+        return any(tv is not None and (tv.i16(4) == QDINT8 or tv.i16(18)) for tv in _tensor_values(blob))
+    except _UNREADABLE:
         return False
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from pterun.delegates import KernelArg
-from pterun.delegates.xnnpack.kernel_ops import dims_of, supports
+from pterun.delegates.xnnpack.kernel_ops import dims_of, pair, supports
 
 __all__ = ["EMIT", "KernelRules"]
 
@@ -256,11 +256,6 @@ def _padded(tr, x: int, shape, pads, value: float = 0.0) -> tuple[int, tuple]:
     return y, shaped
 
 
-def _pair(v) -> tuple:
-    v = tuple(int(d) for d in v)
-    return v * 2 if len(v) == 1 else v
-
-
 def _emit_conv(tr, args, ins, out):
     """NCHW -> NHWC, explicit padding, CONV_2D or DEPTHWISE_CONV_2D (VALID), NHWC -> NCHW; a 1-d convolution as
     a 2-d one of height 1."""
@@ -268,7 +263,7 @@ def _emit_conv(tr, args, ins, out):
     if len(x.shape) == 3:
         return _emit_conv1d(tr, args, ins, out)
     n, cin, h, wd = x.shape
-    ph, pw = _pair(padding)
+    ph, pw = pair(padding)
     xs, shape = _padded(tr, _nhwc(tr, ins, 0, x.shape), (n, h, wd, cin), (ph, ph, pw, pw))
     _conv2d(tr, xs, args, tr.const_input(1), out, o.shape)
 
@@ -280,19 +275,14 @@ def _emit_conv1d(tr, args, ins, out):
     t = tr.temp((n, length, cin))
     tr.op("TRANSPOSE", [ins[0], tr.i32([0, 2, 1])], [t])
     tr.op("RESHAPE", [t, tr.i32([n, 1, length, cin])], [x4])
-    (p,) = _single(padding)
+    p = pair(padding)[0]
     xs, _ = _padded(tr, x4, (n, 1, length, cin), (0, 0, p, p))
-    wide = (x, w, b, (1,) + _single(stride), (0, p), (1,) + _single(dilation)) + tuple(args[6:])
+    wide = (x, w, b, (1, pair(stride)[0]), (0, p), (1, pair(dilation)[0])) + tuple(args[6:])
     y4 = tr.temp((n, 1, o.shape[2], cout))
     _conv2d(tr, xs, wide, tr.const_input(1)[:, :, None, :], None, (n, cout, 1, o.shape[2]), y=y4)
     t = tr.temp((n, o.shape[2], cout))
     tr.op("RESHAPE", [y4, tr.i32([n, o.shape[2], cout])], [t])
     tr.op("TRANSPOSE", [t, tr.i32([0, 2, 1])], [out])
-
-
-def _single(v) -> tuple:
-    v = tuple(int(d) for d in v)
-    return v[:1]
 
 
 def _conv2d(tr, xs: int, args, weight: np.ndarray, out, out_shape, y: int | None = None) -> None:
@@ -301,8 +291,8 @@ def _conv2d(tr, xs: int, args, weight: np.ndarray, out, out_shape, y: int | None
     x, w, b, stride, padding, dilation, _, _, groups = args[:9]
     cin, cout = x.shape[1], w.shape[0]
     bias = tr.const_input(2) if isinstance(b, KernelArg) else np.zeros(cout, np.float32)
-    sh, sw = _pair(stride)
-    dh, dw = _pair(dilation)
+    sh, sw = pair(stride)
+    dh, dw = pair(dilation)
     if y is None:
         y = tr.temp((out_shape[0], out_shape[2], out_shape[3], cout))
     none = tr.S.ActivationFunctionType.NONE
@@ -374,9 +364,9 @@ def _emit_pool(name: str, max_pool: bool):
         x, kernel, stride, padding = args[:4]
         o = [a for a in args if isinstance(a, KernelArg) and a.out][0]
         n, c, h, w = x.shape
-        kh, kw = _pair(kernel)
-        sh, sw = _pair(stride) if len(tuple(stride)) else (kh, kw)
-        ph, pw = _pair(padding)
+        kh, kw = pair(kernel)
+        sh, sw = pair(stride) if len(tuple(stride)) else (kh, kw)
+        ph, pw = pair(padding)
         xs, _ = _padded(tr, _nhwc(tr, ins, 0, x.shape), (n, h, w, c), (ph, ph, pw, pw),
                         -np.inf if max_pool else 0.0)
         y = tr.temp((n, o.shape[2], o.shape[3], c))
