@@ -383,6 +383,41 @@ def test_model_bytes_written_in_place_equal_the_joined_ones(monkeypatch):
     assert type(made) is bytes and len(made) == len(joined) and made == joined
 
 
+@pytest.mark.parametrize("policy, ok", [("always defer defer+madvise [madvise] never", False),
+                                        ("[always] defer defer+madvise madvise never", False),
+                                        ("always defer [defer+madvise] madvise never", False),
+                                        ("always [defer] defer+madvise madvise never", True),
+                                        ("always defer defer+madvise madvise [never]", True),
+                                        ("", False)])
+def test_huge_pages_are_asked_for_only_where_the_first_write_cannot_stall(tmp_path, policy, ok):
+    from pterun.delegates.xnnpack.litert_engine import memory as M
+
+    f = tmp_path / "defrag"
+    f.write_text(policy + "\n")
+    assert M.huge_pages_without_stalls(str(f)) is ok
+    assert M.huge_pages_without_stalls(str(tmp_path / "missing")) is False  # not Linux, or no THP
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise ranges are Linux's")
+@pytest.mark.parametrize("ok", [False, True])
+def test_new_bytes_asks_for_huge_pages_only_under_a_policy_that_cannot_stall(monkeypatch, ok):
+    import mmap
+
+    from pterun.delegates.xnnpack.litert_engine import memory as M
+
+    if not hasattr(mmap, "MADV_HUGEPAGE"):
+        pytest.skip("this Python has no MADV_HUGEPAGE")
+    asked = []
+    monkeypatch.setattr(M, "_huge_ok", None)
+    monkeypatch.setattr(M, "huge_pages_without_stalls", lambda: ok)
+    monkeypatch.setattr(M, "_madvise", lambda a, n, advice: asked.append(advice) or True)
+    made = M.new_bytes(8 << 20)
+    assert made is not None and len(made[0]) == 8 << 20 and made[1].size == 8 << 20
+    assert asked == ([mmap.MADV_HUGEPAGE] if ok else [])
+    M.new_bytes(1 << 20)  # small ones never ask
+    assert asked == ([mmap.MADV_HUGEPAGE] if ok else [])
+
+
 @needs_litert
 def test_a_shape_the_model_cannot_take_moves_the_delegate_to_numpy(caplog):
     # explicit pool padding that equals SAME only at 4x4: at 5x5 LiteRT's SAME would pad differently
