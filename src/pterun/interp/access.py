@@ -144,6 +144,11 @@ class Accesses:
         self.writes_of: list[list[frozenset]] = []  # per chain, per pc: the slots it certainly writes
         self._groups: dict[int, tuple] = {}  # slot -> what bytes_read scans (_group_events)
         self._escape: dict[tuple, bool] = {}  # (slot, chain, others only) -> _escapes
+        self._written: dict[tuple, frozenset] = {}  # (chain, start, stop, skip) -> written_in
+        # slots of state other methods share (memory ids >= 2), and, per slot, the chains that name it
+        self._state = frozenset(k for k, (_, d) in enumerate(plan.values)
+                                if getattr(d, "memory_id", None) is not None and d.memory_id >= 2)
+        self._chains_of: dict[int, frozenset] | None = None
         kernels = kernels_for(ins for c in plan.chains for ins in c)
         for ci, chain in enumerate(plan.chains):
             self.writes_of.append([])
@@ -165,10 +170,16 @@ class Accesses:
         got = [pc for c, pc in self.write_at.get(slot, ()) if c == ci and start <= pc < stop and pc not in skip]
         return max(got, default=None)
 
-    def written_in(self, ci: int, start: int, stop: int, skip=frozenset()) -> set:
-        """The slots that instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write."""
-        of = self.writes_of[ci]
-        return {k for pc in range(max(start, 0), min(stop, len(of))) if pc not in skip for k in of[pc]}
+    def written_in(self, ci: int, start: int, stop: int, skip=frozenset()) -> frozenset:
+        """The slots that instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write
+        (worked out once per range: merging asks for the same ranges of a run slot after slot)."""
+        key = (ci, start, stop, skip)
+        got = self._written.get(key)
+        if got is None:
+            of = self.writes_of[ci]
+            got = self._written[key] = frozenset(
+                k for pc in range(max(start, 0), min(stop, len(of))) if pc not in skip for k in of[pc])
+        return got
 
     def _whole(self, slot: int) -> bool:
         """Whether a write of ``slot`` overwrites all its bytes (a static tensor's writer writes every element)."""
@@ -235,47 +246,46 @@ class Accesses:
         if self._escapes(slot, ci, others_only):
             return True
         live, written = [span], set(written)
-        roots = self.roots
-        for what, k in self._in_order(slot, after, others_only):
-            s = shared.span(k)
+        for what, k, lo, hi, whole, root in self._in_order(slot, after, others_only):
             if what == 0:
                 # a view reads what its root holds: a write of the root since then is what it reads too
-                if k not in written and roots.get(k, k) not in written and \
-                        any(lo < s[1] and s[0] < hi for lo, hi in live):
+                if k not in written and root not in written and any(a < hi and lo < b for a, b in live):
                     return True
             else:
                 written.add(k)
-                if self._whole(k):
-                    live = _subtract(live, s)
+                if whole:
+                    live = _subtract(live, (lo, hi))
                     if not live:
                         return False
         return False
 
     def _in_order(self, slot: int, after: After, others_only: bool):
-        """The reads (0) and certain writes (1) of the slots over ``slot``'s bytes, as (what, slot) in the order
-        ``after`` runs them (an instruction reads before it writes), lazily: the caller stops at the first that
-        decides. ``others_only`` leaves out ``slot``'s own reads."""
+        """The reads (0) and certain writes (1) of the slots over ``slot``'s bytes, as (what, slot, start, end,
+        whole, root) in the order ``after`` runs them (an instruction reads before it writes), lazily: the caller
+        stops at the first that decides. ``others_only`` leaves out ``slot``'s own reads. ``start``/``end`` are
+        the slot's storage addresses, ``whole`` whether its write overwrites them all, ``root`` its view root."""
         ev, pcs, by_pc, group = self._group_events(slot)
         skip = after.skip
         for pc in after.first:
-            for _, what, k in by_pc.get(pc, ()):
-                if not (what == 0 and others_only and k == slot):
-                    yield what, k
+            for e in by_pc.get(pc, ()):
+                if not (e[1] == 0 and others_only and e[2] == slot):
+                    yield e[1:]
         segments = [(after.resume, after.n)]
         tail = [(0, min(after.until, after.resume))] if after.inputs_at is not None else []
         for segs, ends in ((segments, True), (tail, False)):
             for lo, hi in segs:
-                for pc, what, k in ev[bisect_left(pcs, lo):bisect_left(pcs, hi)]:
-                    if pc not in skip and not (what == 0 and others_only and k == slot):
-                        yield what, k
+                for e in ev[bisect_left(pcs, lo):bisect_left(pcs, hi)]:
+                    if e[0] not in skip and not (e[1] == 0 and others_only and e[2] == slot):
+                        yield e[1:]
             if ends:  # the caller reads the outputs; the next call writes its inputs
-                for k in group:
+                for g in group:
+                    k = g[0]
                     if k in self.outputs and not (others_only and k == slot):
-                        yield 0, k
+                        yield (0,) + g
                 if after.inputs_at is not None:
-                    for k in group:
-                        if k in self.inputs and self.tags[k] == TENSOR:
-                            yield 1, k
+                    for g in group:
+                        if g[0] in self.inputs and self.tags[g[0]] == TENSOR:
+                            yield (1,) + g
 
     def _escapes(self, slot: int, ci: int, others_only: bool) -> bool:
         """Whether a slot over ``slot``'s bytes (other than ``slot`` with ``others_only``) is state other methods may
@@ -283,35 +293,44 @@ class Accesses:
         key = (slot, ci, others_only)
         got = self._escape.get(key)
         if got is None:
-            plan = self.plan
-            got = False
-            for k in self._group_events(slot)[3]:
-                if others_only and k == slot:
-                    continue
-                d = plan.values[k][1] if 0 <= k < len(plan.values) else None
-                if getattr(d, "memory_id", None) is not None and d.memory_id >= 2 or \
-                        any(c != ci for c, _ in self.read_at.get(k, ())) or \
-                        any(c != ci for c, _ in self.write_at.get(k, ())):
-                    got = True
-                    break
+            chains = self._chain_uses()
+            mine = frozenset((ci,))
+            got = any(k in self._state or chains.get(k, mine) - mine
+                      for k, *_ in self._group_events(slot)[3] if not (others_only and k == slot))
             self._escape[key] = got
         return got
 
+    def _chain_uses(self) -> dict[int, frozenset]:
+        """slot -> the chains that read or certainly write it."""
+        if self._chains_of is None:
+            chains: dict[int, set] = {}
+            for at in (self.read_at, self.write_at):
+                for k, where in at.items():
+                    chains.setdefault(k, set()).update(c for c, _ in where)
+            self._chains_of = {k: frozenset(c) for k, c in chains.items()}
+        return self._chains_of
+
     def _group_events(self, slot: int) -> tuple:
         """(events, their pcs, events by pc, the slots over ``slot``'s bytes): every read (0) and certain write (1)
-        of those slots as (pc, what, slot), sorted; worked out once per slot."""
+        of those slots as (pc, what, slot, start, end, whole, root), sorted, and each slot of the group as (slot,
+        start, end, whole, root) (see :meth:`_in_order`); worked out once per slot."""
         got = self._groups.get(slot)
         if got is None:
-            group = (slot,) + self.shared.overlapping(slot)
+            span, roots = self.shared.span, self.roots
+            group = []
+            for k in (slot,) + self.shared.overlapping(slot):
+                lo, hi = span(k)
+                group.append((k, lo, hi, self._whole(k), roots.get(k, k)))
             ev = []
-            for k in group:
-                ev.extend((pc, 0, k) for _, pc in self.read_at.get(k, ()))
-                ev.extend((pc, 1, k) for _, pc in self.write_at.get(k, ()))
+            for g in group:
+                k = g[0]
+                ev.extend((pc, 0) + g for _, pc in self.read_at.get(k, ()))
+                ev.extend((pc, 1) + g for _, pc in self.write_at.get(k, ()))
             ev.sort()
             by_pc: dict[int, list] = {}
             for e in ev:
                 by_pc.setdefault(e[0], []).append(e)
-            got = self._groups[slot] = (ev, [e[0] for e in ev], by_pc, group)
+            got = self._groups[slot] = (ev, [e[0] for e in ev], by_pc, tuple(group))
         return got
 
 

@@ -41,12 +41,17 @@ def _check_cache_write(value, cache, what: str = "cache") -> None:
 @register("llama::update_cache.out", unwritten=(3,))
 def update_cache_out(value, cache, start_pos, out):
     """update_cache.out(Tensor value, Tensor(a!) cache, SymInt start_pos, *, Tensor(b!) out) -> Tensor(b!)"""
-    _check_cache_write(value, cache)
-    seq = value.shape[1]
-    if not 0 <= start_pos < cache.shape[1] or start_pos + seq > cache.shape[1]:
-        raise ValueError(f"start_pos {start_pos} + seq_len {seq} does not fit the cache's {cache.shape[1]} positions")
+    vs, cs = value.shape, cache.shape
+    # a decode step's checks, in a few comparisons (it runs twice per layer per token); the full check names
+    # what is wrong
+    if len(vs) != 4 or len(cs) != 4 or vs[0] != cs[0] or vs[2] != cs[2] or vs[3] != cs[3] or \
+            value.dtype.itemsize != cache.dtype.itemsize:
+        _check_cache_write(value, cache)
+    seq = vs[1]
+    if not 0 <= start_pos < cs[1] or start_pos + seq > cs[1]:
+        raise ValueError(f"start_pos {start_pos} + seq_len {seq} does not fit the cache's {cs[1]} positions")
     # in place, into the method's planned memory; ExecuTorch leaves ``out`` (a [1] placeholder) untouched too
-    cache[:, start_pos:start_pos + seq] = value.view(cache.dtype)
+    cache[:, start_pos:start_pos + seq] = value if value.dtype == cache.dtype else value.view(cache.dtype)
     return None, None
 
 
@@ -125,8 +130,9 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
 @register("llama::custom_sdpa.out")
 def custom_sdpa_out(query, key, value, start_pos, attn_mask, drpout_p, is_causal, scale, out):
     """custom_sdpa.out(Tensor query, Tensor key, Tensor value, SymInt start_pos, Tensor? attn_mask=None, float drpout_p=0., bool is_causal=False, float? scale=None, *, Tensor(a!) out) -> Tensor(a!)"""
-    return _attend(query, key, value, start_pos, attn_mask, is_causal, scale,
-                   out if query.dtype == F32 else None).astype(query.dtype, copy=False)
+    if query.dtype == F32:
+        return _attend(query, key, value, start_pos, attn_mask, is_causal, scale, out)
+    return _attend(query, key, value, start_pos, attn_mask, is_causal, scale).astype(query.dtype, copy=False)
 
 
 @register("llama::sdpa_with_kv_cache.out")
