@@ -17,7 +17,10 @@ from dataclasses import dataclass
 # process starts from the caller's environment with all the variables below removed, so a configuration sets
 # exactly what its name says and nothing leaks in from the shell.
 THREAD_VARS = ("PTERUN_NUM_THREADS", "PTERUN_ENGINE", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-               "BENCH_REF_THREADS")
+               "BENCH_REF_THREADS", "PTERUN_CACHE_DIR", "PTERUN_NO_CACHE", "PTERUN_CACHE_MAX_MB")
+#: the value of ``PTERUN_CACHE_DIR`` in the ``cached`` configuration: the bench run's own directory, filled by
+#: untimed loads before the timed ones (bench.py)
+CACHE_DIR_MARK = "@bench-cache"
 DEFAULT_CONFIGS = ["defaults", "numpy-1t", "numpy-2t", "litert-1t", "litert-2t", "ref-1t", "ref-2t"]
 ENGINES = ("numpy", "litert", "auto")
 
@@ -36,14 +39,17 @@ class Config:
 
 
 def parse_config(name: str) -> Config:
-    """``defaults`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref``: a :class:`Config`."""
+    """``defaults`` | ``cached`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref``: a
+    :class:`Config`."""
     if name == "defaults":
         return Config(name, "pterun", (), None, None)
+    if name == "cached":  # the defaults with the packed-weight cache on, warm
+        return Config(name, "pterun", (("PTERUN_CACHE_DIR", CACHE_DIR_MARK),), None, None)
     if name == "ref":
         return Config(name, "executorch", (), None, None)
     head, _, tail = name.rpartition("-")
     if not (tail.endswith("t") and tail[:-1].isdigit() and int(tail[:-1]) >= 1):
-        raise ValueError(f"configuration {name!r}: expected 'defaults', 'ref', 'ref-<N>t' or "
+        raise ValueError(f"configuration {name!r}: expected 'defaults', 'cached', 'ref', 'ref-<N>t' or "
                          f"'<engine>-<N>t' with engine in {', '.join(ENGINES)}")
     n = int(tail[:-1])
     if head == "ref":
@@ -71,15 +77,19 @@ def pair_of(cfg: Config, configs: list[Config]) -> Config | None:
     return refs.get(f"ref-{cfg.threads}t")
 
 
-def config_env(base: dict, cfg: Config) -> dict:
+def config_env(base: dict, cfg: Config, cache_dir: str = "") -> dict:
+    """The environment of a configuration's process; ``cache_dir`` stands for :data:`CACHE_DIR_MARK`."""
     env = {k: v for k, v in base.items() if k not in THREAD_VARS}
-    env.update(dict(cfg.env))
+    env.update({k: cache_dir if v == CACHE_DIR_MARK else v for k, v in cfg.env})
     return env
 
 
 def describe_config(cfg: Config) -> str:
     if cfg.name == "defaults":
         return "pterun with no thread or engine setting (what a user gets out of the box)"
+    if cfg.name == "cached":
+        return ("pterun's defaults with the packed-weight cache on (`PTERUN_CACHE_DIR`), filled by two untimed "
+                "loads first")
     if cfg.is_ref:
         return ("ExecuTorch 1.5.1 as it comes" if cfg.threads is None else
                 f"ExecuTorch, threadpool of {cfg.threads}")

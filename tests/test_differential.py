@@ -105,9 +105,26 @@ def _runtime(engine: str, merge: bool, fold: bool) -> Runtime:
 
 @pytest.mark.parametrize("rel, engine, merge, fold", _configs())
 def test_every_program_gives_the_reference_numbers_under_every_load_option(rel, engine, merge, fold):
+    _check_program(rel, _runtime(engine, merge, fold), f"{rel} (engine={engine}, merge_delegates={merge}, fold={fold})")
+
+
+@pytest.mark.parametrize("rel", _programs())
+def test_every_program_gives_the_reference_numbers_from_cached_packed_weights(rel, tmp_path, monkeypatch):
+    """The packed-weight cache is a load option too: with every model taken into it (no size floor, written on
+    its first load), the load that writes the weights and the one that reads them back give the reference
+    numbers; models XNNPACK does not take whole are left to the interpreter, as without a cache."""
+    from pterun.delegates.xnnpack.litert_engine import cache, compiled
+
+    needs("ai_edge_litert")
+    monkeypatch.setattr(compiled, "CACHE_MIN_BYTES", 0)
+    monkeypatch.setattr(cache, "NOTE_LOADS", 0)
+    for load in ("writes", "reads"):
+        rt = Runtime(engine="auto", cache=tmp_path)
+        _check_program(rel, rt, f"{rel} (cached packed weights, the load that {load} them)")
+
+
+def _check_program(rel: str, rt: Runtime, where: str) -> None:
     path = FIXTURES / rel
-    rt = _runtime(engine, merge, fold)
-    where = f"{rel} (engine={engine}, merge_delegates={merge}, fold={fold})"
     if path.suffix == ".bpte":  # its test cases hold the expected outputs
         bundled = rt.load_bundled_program(path)
         results = bundled.check_all(rtol=1e-4, atol=1e-5)

@@ -337,6 +337,7 @@ def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
 
     from pterun.delegates.xnnpack import Graph as TypedGraph
     from pterun.delegates.xnnpack.litert_engine import plan as L
+    from pterun.delegates.xnnpack.litert_engine import prepare as PR
 
     rng = np.random.default_rng(7)
     w, b = rng.standard_normal((96, 256), dtype=F32), rng.standard_normal(96, dtype=F32)
@@ -346,7 +347,7 @@ def test_packed_weights_are_given_back_and_results_do_not_change(monkeypatch):
            output_id=o)
     graph = TypedGraph.read(*g.blob())
     plan = L.build(graph)
-    monkeypatch.setattr(L, "release_packed", lambda model, ranges: 0)
+    monkeypatch.setattr(PR, "release_packed", lambda model, ranges: 0)
     kept = L.build(graph)
     (off, size), *_ = sorted(L.translate(graph).packed, key=lambda r: -r[1])
     assert size == w.nbytes

@@ -12,7 +12,11 @@ variable, then the default:
   ``EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT`` (``"executorch"`` means numpy), ``"numpy"``;
 * constant folding: ``Runtime(fold=)``, ``PTERUN_NO_FOLD`` (set to anything: off), on;
 * merging neighbouring delegate calls: ``Runtime(merge_delegates=)``, ``PTERUN_NO_MERGE`` (set to anything: off), on;
-* random seed: ``Runtime(seed=)``, else OS entropy (no variable).
+* random seed: ``Runtime(seed=)``, else OS entropy (no variable);
+* the on-disk cache of XNNPACK's packed weights (:mod:`pterun.delegates.xnnpack.litert_engine.cache`), off
+  by default: ``Runtime(cache=)`` (a directory; True: the user's cache directory, :func:`default_cache_dir`;
+  False: off), ``PTERUN_NO_CACHE`` (set to anything: off), ``PTERUN_CACHE_DIR`` (a directory: on); its size
+  bound ``PTERUN_CACHE_MAX_MB``, else :data:`CACHE_MAX_MB`.
 
 The rule is written once, in :func:`resolve`, which ``load_program`` calls: a program's :class:`Settings` are
 decided there, once, and travel down as one frozen record (a thread count of None stays None: the process
@@ -39,19 +43,27 @@ from typing import NamedTuple
 
 __all__ = [
     "BLAS_ENV",
+    "CACHE_MAX_MB",
     "Settings",
     "ENGINE_CHOICES",
+    "ENV_CACHE_DIR",
+    "ENV_CACHE_MAX_MB",
     "ENV_ENGINE",
     "ENV_ET_OUTPUT",
+    "ENV_NO_CACHE",
     "ENV_NO_FOLD",
     "ENV_NO_MERGE",
     "ENV_OUTPUT",
     "ENV_THREADS",
     "TENSOR_OUTPUT_CHOICES",
     "blas_env_set",
+    "cache_max_bytes",
+    "check_cache",
     "check_engine",
     "check_tensor_output",
     "check_threads",
+    "default_cache_dir",
+    "env_cache",
     "env_engine",
     "env_fold",
     "env_merge",
@@ -69,6 +81,11 @@ ENV_NO_FOLD = "PTERUN_NO_FOLD"
 ENV_NO_MERGE = "PTERUN_NO_MERGE"
 ENV_OUTPUT = "PTERUN_TENSOR_OUTPUT"
 ENV_ET_OUTPUT = "EXECUTORCH_PYBINDINGS_TENSOR_OUTPUT"
+ENV_CACHE_DIR = "PTERUN_CACHE_DIR"
+ENV_NO_CACHE = "PTERUN_NO_CACHE"
+ENV_CACHE_MAX_MB = "PTERUN_CACHE_MAX_MB"
+#: the cache's default size bound: when it holds more, the files used longest ago go first
+CACHE_MAX_MB = 4096
 #: the BLAS libraries' own thread settings: when the user set one of these, pterun leaves BLAS alone
 BLAS_ENV = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS", "GOTO_NUM_THREADS",
             "VECLIB_MAXIMUM_THREADS")
@@ -149,6 +166,58 @@ def env_tensor_output() -> str | None:
     return None
 
 
+def check_cache(value: object, source: str = "cache") -> str | None:
+    """``Runtime(cache=)`` as :attr:`Settings.cache` holds it: None (not chosen), ``""`` for False (off), the
+    user's cache directory for True, else the directory as a string; TypeError for anything else."""
+    if value is None:
+        return None
+    if value is False:
+        return ""
+    if value is True:
+        return default_cache_dir()
+    if isinstance(value, (str, os.PathLike)):
+        path = os.fspath(value)
+        if isinstance(path, str) and path:
+            return path
+    raise TypeError(f"{source} must be a directory (str or os.PathLike), True or False, got {value!r}")
+
+
+def env_cache() -> str | None:
+    """``""`` (off) when ``$PTERUN_NO_CACHE`` is set, else ``$PTERUN_CACHE_DIR``, else None (the default: off)."""
+    if os.environ.get(ENV_NO_CACHE):
+        return ""
+    return os.environ.get(ENV_CACHE_DIR) or None
+
+
+def default_cache_dir() -> str:
+    """pterun's folder in the user's cache directory: ``$XDG_CACHE_HOME/pterun`` (else ``~/.cache/pterun``) on
+    Linux, ``~/Library/Caches/pterun`` on macOS, ``%LOCALAPPDATA%\\pterun\\cache`` on Windows."""
+    import sys
+
+    if sys.platform == "darwin":
+        return os.path.join(os.path.expanduser("~"), "Library", "Caches", "pterun")
+    if sys.platform.startswith("win"):
+        base = os.environ.get("LOCALAPPDATA") or os.path.join(os.path.expanduser("~"), "AppData", "Local")
+        return os.path.join(base, "pterun", "cache")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "pterun")
+
+
+def cache_max_bytes() -> int:
+    """The cache's size bound in bytes: ``$PTERUN_CACHE_MAX_MB`` (a non-negative integer; the file a load has just
+    written always stays), else :data:`CACHE_MAX_MB`; ValueError for anything else."""
+    raw = os.environ.get(ENV_CACHE_MAX_MB, "").strip()
+    if not raw:
+        return CACHE_MAX_MB << 20
+    try:
+        mb = int(raw)
+    except ValueError:
+        mb = -1
+    if mb < 0:
+        raise ValueError(f"{ENV_CACHE_MAX_MB} must be a non-negative integer (megabytes), got {raw!r}")
+    return mb << 20
+
+
 def blas_env_set() -> list[str]:
     """The BLAS thread variables (:data:`BLAS_ENV`) the user set."""
     return [v for v in BLAS_ENV if os.environ.get(v)]
@@ -161,7 +230,7 @@ class Settings(NamedTuple):
     (:data:`TENSOR_OUTPUT_CHOICES`); ``fold``: constant folding and repeated-read sharing at load; ``merge``:
     merging neighbouring delegate calls; ``seed``: of each method's random generator (None: OS entropy);
     ``num_threads``: the threads its methods compute on (None: the process default, as it is when a method
-    runs).
+    runs); ``cache``: the directory of the packed-weight cache, ``""`` or None when off (the default).
     """
 
     engine: str = "auto"
@@ -170,6 +239,12 @@ class Settings(NamedTuple):
     merge: bool = True
     seed: int | None = None
     num_threads: int | None = None
+    cache: str | None = None
+
+    @property
+    def cache_dir(self) -> str:
+        """The cache's directory, ``""`` when the cache is off."""
+        return self.cache or ""
 
 
 def _env_off(name: str):
@@ -178,7 +253,7 @@ def _env_off(name: str):
 
 #: each setting's environment variable reader (None: nothing set); settings without one read nothing
 _FROM_ENV = {"engine": env_engine, "tensor_output": env_tensor_output, "fold": _env_off(ENV_NO_FOLD),
-             "merge": _env_off(ENV_NO_MERGE)}
+             "merge": _env_off(ENV_NO_MERGE), "cache": env_cache}
 
 
 def resolve(*layers: Mapping[str, object]) -> Settings:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import os
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -90,7 +91,7 @@ class Runtime:
 
     def __init__(self, *, tensor_output: str | None = None, num_threads: int | None = None,
                  engine: str | None = None, fold: bool | None = None, seed: int | None = None,
-                 merge_delegates: bool | None = None):
+                 merge_delegates: bool | None = None, cache: str | os.PathLike | bool | None = None):
         """Args:
             tensor_output: default for :meth:`load_program`'s ``tensor_output``.
             engine: default for :meth:`load_program`'s ``engine``.
@@ -113,9 +114,17 @@ class Runtime:
                 process may use). BLAS is held at one thread when a program is loaded, unless a BLAS variable
                 such as ``OPENBLAS_NUM_THREADS`` is set.
 
+            cache: where LiteRT keeps XNNPACK's packed weights between processes, so a large program loads
+                without packing them again (README, "Loading"): a directory, True for pterun's folder in the
+                user's cache directory (``~/.cache/pterun`` on Linux), or False for none. Entries are keyed by
+                the translated model's bytes (weights included), LiteRT's version and the CPU; the files used
+                longest ago go when the directory holds more than ``$PTERUN_CACHE_MAX_MB`` (4096). ``None``:
+                ``$PTERUN_CACHE_DIR`` when set (and ``$PTERUN_NO_CACHE`` is not), else no cache.
+
         Raises:
             ValueError: ``num_threads`` (or ``$PTERUN_NUM_THREADS``) is not a positive integer.
-            TypeError: ``num_threads`` is not an integer (``2.5`` is not taken as 2).
+            TypeError: ``num_threads`` is not an integer (``2.5`` is not taken as 2), or ``cache`` is not a
+                directory, True or False.
         """
         self.backend_registry = BackendRegistry()
         self.operator_registry = OperatorRegistry()
@@ -124,6 +133,7 @@ class Runtime:
         self.fold = fold
         self.merge_delegates = merge_delegates
         self.seed = seed
+        self.cache = config.check_cache(cache)
         self._threads = None if num_threads is None else config.check_threads(num_threads)
         if num_threads is not None:
             threads.hold_blas(again=True)
@@ -133,7 +143,7 @@ class Runtime:
     def _choices(self) -> dict:
         """This Runtime's own settings (None: not chosen), the second layer of :func:`pterun.config.resolve`."""
         return {"engine": self.engine, "tensor_output": self.tensor_output, "fold": self.fold,
-                "merge": self.merge_delegates, "seed": self.seed, "num_threads": self._threads}
+                "merge": self.merge_delegates, "seed": self.seed, "num_threads": self._threads, "cache": self.cache}
 
     @property
     def num_threads(self) -> int:

@@ -42,6 +42,8 @@ class DelegateContext(NamedTuple):
     ``finish`` is a list shared by every delegate of the method: a backend may leave there objects whose
     ``finish()`` the method calls once all its delegates are initialised (LiteRT builds the interpreters of the
     whole method together), or None where nobody will (each delegate is then ready when ``init`` returns).
+    ``cache_dir`` is the directory a backend may keep what it prepares at load in between processes (XNNPACK's
+    packed weights), ``""`` when the program's settings turn the cache off.
     """
 
     program_name: str
@@ -54,6 +56,7 @@ class DelegateContext(NamedTuple):
     dynamic_sizes: frozenset = frozenset()
     dynamic_args: tuple = ()
     finish: list | None = None
+    cache_dir: str = ""
 
 
 class KernelArg(NamedTuple):

@@ -89,7 +89,7 @@ def _context(src: Source, index: int, memory, analysis: Analysis, settings: Sett
     first = calls[0] if calls else ()
     return DelegateContext(src.pf.name, plan.name, index, memory.named_data, settings.engine,
                            threads.resolve_threads(settings.num_threads), call_args, analysis.dynamic_sizes,
-                           tuple(analysis.is_dynamic(values, a) for a in first), finish)
+                           tuple(analysis.is_dynamic(values, a) for a in first), finish, settings.cache_dir)
 
 
 def _init(src: Source, i: int, ctx: DelegateContext):

@@ -38,13 +38,13 @@ ENGINES = ENGINE_CHOICES  # defined once, in pterun.config
 
 
 def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = (), num_threads: int | None = None,
-         load_dims=None, batch=None):
+         load_dims=None, batch=None, cache_dir: str = ""):
     """Read one payload and prepare it on ``engine``; ``named_data(key)`` returns a named-data entry's bytes.
     ``call_args`` (:class:`~pterun.delegates.DelegateContext`) bounds the graph's external values;
     ``num_threads`` is the loading Runtime's count (None: :func:`pterun.threads.num_threads`); ``load_dims``
     (:class:`~pterun.delegates.DelegateContext`) the smaller dims to prepare dynamic inputs at; ``batch``, a
     :class:`.litert_engine.Batch` that builds the LiteRT interpreter later, with the method's other graphs
-    (None: now).
+    (None: now); ``cache_dir`` the directory of LiteRT's packed-weight cache (``""``: off).
 
     Returns the executor: a LiteRT plan, or a NumPy :class:`NumpyPlan` (whose ``engine_reason`` says why LiteRT was
     not used, None when it was not asked for).
@@ -52,7 +52,8 @@ def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = 
     graph = Graph.read(blob, named_data)
     for capacities in call_args:
         _check_external_values(graph, capacities)
-    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads, load_dims=load_dims, batch=batch)
+    plan, reason = _litert(graph, engine, keep=True, num_threads=num_threads, load_dims=load_dims, batch=batch,
+                           cache_dir=cache_dir)
     if plan is not None:
         return plan
     plan = _numpy(graph)
@@ -110,7 +111,8 @@ def litert_threads(graph: Graph, num_threads: int | None = None) -> int:
     return 1 if n > 1 and graph.work_per_node() < LITERT_MIN_NODE_WORK else n
 
 
-def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None, batch=None):
+def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = None, load_dims=None, batch=None,
+            cache_dir: str = ""):
     """(LiteRT plan or None, why not). Logs the fallback once when ``keep`` (a real load). With ``batch``, a graph
     on more than one thread gets its interpreter when the batch finishes (shared with the method's others)."""
     if engine not in ENGINES:
@@ -123,7 +125,7 @@ def _litert(graph: Graph, engine: str, keep: bool, num_threads: int | None = Non
     try:
         if batch is not None and n > 1:
             return L.pending(graph, n, lambda: _numpy(graph), load_dims, batch), None
-        return L.build(graph, n, fallback=lambda: _numpy(graph), load_dims=load_dims), None
+        return L.build(graph, n, fallback=lambda: _numpy(graph), load_dims=load_dims, cache_dir=cache_dir), None
     except L.Unavailable as e:
         if engine == "litert":
             from pterun.delegates.xnnpack.litert_engine.env import unavailable_error
@@ -150,7 +152,7 @@ def _batch(ctx):
     for b in pending:
         if isinstance(b, L.Batch):
             return b
-    b = L.Batch()
+    b = L.Batch(ctx.cache_dir)
     pending.append(b)
     return b
 
@@ -224,7 +226,8 @@ class XnnpackBackend(Backend):
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):
         flags = ctx.dynamic_args
         dims = load_dims(ctx.dynamic_sizes, lambda ext: ext < len(flags) and flags[ext])
-        return load(blob, ctx.named_data, ctx.engine, ctx.call_args, ctx.num_threads, dims, _batch(ctx))
+        return load(blob, ctx.named_data, ctx.engine, ctx.call_args, ctx.num_threads, dims, _batch(ctx),
+                    ctx.cache_dir)
 
     def quantizes(self, blob: np.ndarray) -> bool:
         """Whether the payload quantizes activations dynamically (8da4w, 8da8w; see :meth:`Backend.quantizes`)."""
@@ -292,7 +295,8 @@ class XnnpackBackend(Backend):
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
         dims = load_dims(ctx.dynamic_sizes, lambda ext: getattr(tensors[args[ext]], "dynamic", False))
-        plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims, batch=_batch(ctx))
+        plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims, batch=_batch(ctx),
+                          cache_dir=ctx.cache_dir)
         return None if plan is None else (plan, args)
 
     def describe(self, blob: np.ndarray, named_data, engine: str) -> dict:

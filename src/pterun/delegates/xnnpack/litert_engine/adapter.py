@@ -16,6 +16,8 @@ Example::
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 __all__ = ["Subgraph", "ops_details"]
@@ -48,6 +50,16 @@ class Subgraph:
     def tensor(self, t: int) -> np.ndarray:
         """A NumPy array over tensor ``t``'s memory; ValueError where it has none (a tensor XNNPACK holds)."""
         return self._wr.tensor(self._wr, t, self.k)
+
+    def put(self, t: int, a: np.ndarray) -> None:
+        """Copy ``a`` (any strides: a channels-last input) into input ``t``'s memory."""
+        self.tensor(t)[...] = a
+
+    def input_copier(self, t: int):
+        """``copy(src)``: ``src`` (of the input's shape) into input ``t``'s memory; None where LiteRT gives no
+        array over it (a rank-0 tensor comes back as a NumPy scalar, a copy)."""
+        view = self.tensor(t)
+        return partial(np.copyto, view) if isinstance(view, np.ndarray) else None
 
     def resize(self, t: int, shape) -> None:
         self._wr.ResizeInputTensor(t, np.array(shape, np.int32), False, self.k)

@@ -27,11 +27,13 @@ import numpy as np
 from pterun._log import logger
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_engine.adapter import Subgraph, ops_details
+from pterun.delegates.xnnpack.litert_engine.adapter import Subgraph
+from pterun.delegates.xnnpack.litert_engine.compiled import Compiled, open_prepared
 from pterun.delegates.xnnpack.litert_engine.env import (Unavailable, Unsupported, available, capture_native_stderr,
                                                         modules)
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
-from pterun.delegates.xnnpack.litert_engine.translate import Translation, combine, translate, translate_part
+from pterun.delegates.xnnpack.litert_engine.prepare import declared_at, interpreter_for, load_shapes, prepared_shapes
+from pterun.delegates.xnnpack.litert_engine.translate import combine, translate, translate_part
 from pterun.errors import DelegateError
 
 __all__ = ["Batch", "Unavailable", "Unsupported", "LiteRTPlan", "build", "pending", "translate", "available"]
@@ -58,7 +60,7 @@ class LiteRTPlan:
     engine_reason: str | None = None
 
     def __init__(self, interp, graph: G.Graph, tr, num_threads: int, fallback=None, shapes=None,
-                 load_dims=None):
+                 load_dims=None, cache_dir: str = ""):
         in_idx, out_idx = tr.inputs, tr.outputs
         self._fallback = fallback  # () -> a NumPy plan, for input shapes this model cannot take
         self._numpy = None
@@ -69,6 +71,7 @@ class LiteRTPlan:
         self.outputs = [(v.external_id, t) for v, t in zip(graph.outputs, out_idx)]
         self._lock = threading.Lock()
         self._load_dims = load_dims  # to prepare a rebuilt interpreter (forked child) as this one was
+        self._cache_dir = cache_dir  # the packed-weight cache's directory ("": off), see .compiled
         self._pending = None  # (translated part, input resizes, shapes) until a Batch builds the interpreter
         self._interp = self._model = self._views = self._set = self._invoke = None
         self._seen = None
@@ -80,12 +83,15 @@ class LiteRTPlan:
         _PLANS.add(self)
 
     def _use(self, interp, model, shapes=None, sub: int | None = None, lock=None) -> None:
-        """Run on ``interp`` (its subgraph ``sub`` when it holds several graphs, sharing ``lock``)."""
+        """Run on ``interp``, an Interpreter or a :class:`.compiled.Compiled` (its subgraph ``sub`` when it holds
+        several graphs, sharing ``lock``)."""
         self._interp = interp
         self._model = model  # the interpreter reads its constants from these bytes
         self._shapes = dict(shapes) if shapes is not None else {
             t: tuple(int(d) for d in v.dims) for (_, t, _), v in zip(self.inputs, self._graph.inputs)}
-        self._sub = Subgraph(interp, 0 if sub is None else sub)  # see .adapter: LiteRT's API past subgraph 0
+        k = 0 if sub is None else sub
+        # see .adapter: LiteRT's API past subgraph 0
+        self._sub = interp.subgraph(k) if isinstance(interp, Compiled) else Subgraph(interp, k)
         self._set, self._invoke = self._sub.setter(), self._sub.invoker()
         self._views = {t: self._sub.viewer(t) for _, t in self.outputs}
         if sub is not None:
@@ -105,7 +111,7 @@ class LiteRTPlan:
         """An interpreter of this graph's own: in a forked child, or where a Batch could not build one for it."""
         self._pending = None
         self._lock = threading.Lock()
-        interp, tr, shapes = _interpreter(self._graph, self.num_threads, self._load_dims)
+        interp, tr, shapes = interpreter_for(self._graph, self.num_threads, self._load_dims, self._cache_dir, _INTERPRETERS.add)
         self._use(interp, tr.model, shapes)
 
     @property
@@ -137,7 +143,7 @@ class LiteRTPlan:
                     if a.flags.c_contiguous:
                         self._set(t, a)
                     else:  # e.g. a channels-last input: one strided copy into LiteRT's buffer
-                        self._sub.tensor(t)[...] = a
+                        self._sub.put(t, a)
                 self._invoke()
             except (ValueError, RuntimeError) as e:
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
@@ -158,8 +164,8 @@ class LiteRTPlan:
         with self._lock:
             if self._steady is not st:  # something resized this interpreter meanwhile
                 return False
-            for dst, src in pin:
-                np.copyto(dst, src)
+            for put, src in pin:
+                put(src)
             try:
                 self._invoke()
             except (ValueError, RuntimeError) as e:
@@ -225,11 +231,12 @@ class LiteRTPlan:
         over the interpreter's memory stay valid until its subgraph is resized (each subgraph has memory of its
         own), so every resize drops the steady state first."""
         x, y = self._get_ins(args), self._get_outs(args)
-        pin = [(self._sub.tensor(t), a.array) for (_, t, _), a in zip(self.inputs, x)]
+        pin = [(self._sub.input_copier(t), a.array) for (_, t, _), a in zip(self.inputs, x)]
         pout = tuple((a.array, self._views[t]()) for (_, t), a in zip(self.outputs, y))
-        if not all(isinstance(m, np.ndarray) for m in [v for v, _ in pin] + [v for _, v in pout]):
+        if not all(isinstance(m, np.ndarray) for m in [v for _, v in pout]) or any(c is None for c, _ in pin):
             return  # LiteRT gives a rank-0 tensor as a NumPy scalar, a copy of its memory: nothing to keep
-        pin = [(v, a.reshape(v.shape)) for v, a in pin]  # a 0-D scalar for a [1] value: see execute
+        # a 0-D scalar for a [1] value: see execute
+        pin = [(c, a.reshape(self._shapes[t])) for (c, a), (_, t, _) in zip(pin, self.inputs)]
         self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout)
 
     def _resize(self, t: int, shape: tuple) -> None:
@@ -262,24 +269,6 @@ def _unit_dims_only(shape: tuple, declared: tuple) -> bool:
     return tuple(d for d in shape if d != 1) == tuple(d for d in declared if d != 1)
 
 
-def _not_delegated(ops: list[dict], tr: Translation) -> list[str]:
-    """Names of the operators left to LiteRT's builtin kernels (empty when XNNPACK runs the whole graph).
-
-    LiteRT lists the model's operators and then one ``DELEGATE`` node per XNNPACK partition. The graph runs
-    wholly on XNNPACK when every graph output comes out of a partition and every partition reads only graph
-    inputs, constants, or other partitions' outputs.
-    """
-    delegates = [o for o in ops if o.get("op_name") == "DELEGATE"]
-    produced = {int(t) for o in delegates for t in o["outputs"]} | tr.builtin
-    allowed = produced | set(tr.inputs) | set(tr.constants)
-    missing = {int(t) for o in delegates for t in o["inputs"] if int(t) >= 0} - allowed
-    missing |= set(tr.outputs) - produced
-    if not delegates and not tr.builtin:
-        return sorted({o.get("op_name", "?") for o in ops}) or ["the graph"]
-    return sorted({o.get("op_name", "?") for o in ops if o.get("op_name") != "DELEGATE"
-                   and {int(t) for t in o["outputs"]} & missing})
-
-
 #: A Batch joins the graphs of one method into interpreters of at most this much model (their constants): every
 #: graph of an interpreter exists as model bytes before XNNPACK packs them, so a bigger one costs that much more
 #: memory while the method loads.
@@ -293,10 +282,11 @@ class Batch:
     going through 15 of them woke 15 workers while the previous ones still spun on the other cores (a stack of
     49 8da4w delegates on two threads: 4.1-4.4 ms apart, 2.7-2.8 ms in one interpreter, ExecuTorch 2.7-2.9 ms).
     A graph XNNPACK does not take wholly runs on the NumPy engine, as it would alone; a group LiteRT refuses
-    is built graph by graph instead."""
+    is built graph by graph instead. ``cache_dir``: the packed-weight cache's directory ("": off)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cache_dir: str = "") -> None:
         self.plans: list[LiteRTPlan] = []
+        self.cache_dir = cache_dir
 
     def add(self, plan: LiteRTPlan) -> None:
         self.plans.append(plan)
@@ -337,6 +327,13 @@ def _build_group(plans: list) -> None:
     try:
         model, packed = combine(parts)
         from_file = release_sources([a for part in parts for a in part.sources])
+        compiled = open_prepared(model, packed, plans[0].num_threads, plans[0]._cache_dir,
+                                 [p._pending[1] for p in plans])
+        if compiled is not None:
+            _INTERPRETERS.add(compiled.cm)
+            _share(plans, compiled, model)
+            release_packed(model, packed)
+            return
         with capture_native_stderr():
             interp = Interpreter(model_content=model, num_threads=max(int(plans[0].num_threads), 1))
             _INTERPRETERS.add(interp)
@@ -352,11 +349,8 @@ def _build_group(plans: list) -> None:
         for p in plans:
             _build_alone(p)
         return
-    lock = threading.Lock()
+    _share(plans, interp, model)
     for k, (p, part) in enumerate(zip(plans, parts)):
-        shapes = p._pending[2]
-        p._pending = None
-        p._use(interp, model, shapes, sub=k, lock=lock)
         left = _in_arena(subs[k], part)
         if left:
             p._switch_to_numpy(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
@@ -364,6 +358,15 @@ def _build_group(plans: list) -> None:
     given = release_packed(model, packed)
     logger().debug("LiteRT engine: %d graphs in one interpreter; %d bytes of the program's mapping and %d bytes of "
                    "the model given back", len(plans), from_file, given)
+
+
+def _share(plans: list, interp, model) -> None:
+    """Run each of ``plans`` on its subgraph of ``interp`` (in their order), under one lock."""
+    lock = threading.Lock()
+    for k, p in enumerate(plans):
+        shapes = p._pending[2]
+        p._pending = None
+        p._use(interp, model, shapes, sub=k, lock=lock)
 
 
 def _in_arena(sub: Subgraph, part) -> list[str]:
@@ -386,18 +389,18 @@ def _in_arena(sub: Subgraph, part) -> list[str]:
 def pending(graph: G.Graph, num_threads: int, fallback, load_dims, batch: Batch) -> LiteRTPlan:
     """A plan whose interpreter ``batch`` builds when the method has all of its graphs. The graph is translated
     now (a graph the translation does not cover raises :class:`Unsupported`, as :func:`build` does)."""
-    declared, small, shrunk = _load_shapes(graph, load_dims)
-    part = translate_part(_declared_at(graph, shrunk, small) if shrunk else graph)
+    declared, small, shrunk = load_shapes(graph, load_dims)
+    part = translate_part(declared_at(graph, shrunk, small) if shrunk else graph)
     if part.fixed_shape and shrunk:
         part, small = translate_part(graph), {}
-    resize, shapes = _prepared(graph, part.inputs, declared, small)
-    plan = LiteRTPlan(None, graph, part, num_threads, fallback, None, load_dims)
+    resize, shapes = prepared_shapes(graph, part.inputs, declared, small)
+    plan = LiteRTPlan(None, graph, part, num_threads, fallback, None, load_dims, batch.cache_dir)
     plan._pending = (part, resize, shapes)
     batch.add(plan)
     return plan
 
 
-def build(graph: G.Graph, num_threads: int = 1, fallback=None, load_dims=None) -> LiteRTPlan:
+def build(graph: G.Graph, num_threads: int = 1, fallback=None, load_dims=None, cache_dir: str = "") -> LiteRTPlan:
     """Translate ``graph`` and create its interpreter on LiteRT's XNNPACK path.
 
     Raises :class:`Unsupported` (the reason) when the translation or XNNPACK does not take the whole graph, and
@@ -406,75 +409,8 @@ def build(graph: G.Graph, num_threads: int = 1, fallback=None, load_dims=None) -
     given, names smaller dims to prepare a dynamic input at (None: its declared upper bound): LiteRT sizes its
     memory for the shapes it is prepared at, and a prefill of 60 tokens should not hold memory for 511.
     """
-    interp, tr, shapes = _interpreter(graph, num_threads, load_dims)
-    return LiteRTPlan(interp, graph, tr, num_threads, fallback, shapes, load_dims)
-
-
-def _interpreter(graph: G.Graph, num_threads: int, load_dims=None) -> tuple:
-    """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed
-    weights' sources given back. Smaller load dims that LiteRT refuses are dropped for the declared ones."""
-    _, _, Interpreter = modules()
-    declared, small, shrunk = _load_shapes(graph, load_dims)
-    for attempt in (True, False) if shrunk else (False,):
-        tr = translate(_declared_at(graph, shrunk, small) if attempt else graph)
-        if attempt and tr.fixed_shape:
-            continue
-        from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
-        resize, shapes = _prepared(graph, tr.inputs, declared, small if attempt else {})
-        try:
-            with capture_native_stderr():
-                interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))
-                _INTERPRETERS.add(interp)
-                for t, dims in resize.items():
-                    interp.resize_tensor_input(t, list(dims))
-                interp.allocate_tensors()
-                ops = ops_details(interp)
-            break
-        except Exception as e:  # LiteRT reports a model it cannot prepare as ValueError / RuntimeError
-            if attempt:
-                continue  # the smaller shapes were the problem: prepare at the declared ones
-            raise Unsupported(f"LiteRT rejected the translated model: {str(e).strip()[:300]}") from e
-    left = _not_delegated(ops, tr)
-    if left:
-        raise Unsupported(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
-                          "round differently from XNNPACK")
-    packed = release_packed(tr.model, tr.packed)
-    logger().debug("LiteRT engine: %d bytes of the program's mapping and, XNNPACK having packed the weights, %d "
-                   "bytes of the model given back", from_file, packed)
-    return interp, tr, shapes
-
-
-def _load_shapes(graph: G.Graph, load_dims) -> tuple[dict, dict, set]:
-    """(declared dims, smaller dims to prepare at, the sizes those shrank from) of the graph's inputs, by external
-    id. XNNPACK sizes its workspace for the dims the model declares, inputs and everything after them: where inputs
-    are prepared small, the model declares the run-time dims (the sizes the inputs shrank from) at their load size
-    throughout (:func:`_declared_at`). A ~500M Llama held ~11 MB per layer for its 511-token bound otherwise."""
-    declared = {v.external_id: tuple(int(d) for d in v.dims) for v in graph.inputs}
-    small = {}
-    if load_dims is not None:
-        for v in graph.inputs:
-            dims = load_dims(v.external_id, declared[v.external_id])
-            if dims is not None and tuple(dims) != declared[v.external_id]:
-                small[v.external_id] = tuple(int(d) for d in dims)
-    return declared, small, {d for e, dims in small.items() for d, s in zip(declared[e], dims) if d != s}
-
-
-def _prepared(graph: G.Graph, tensors: list, declared: dict, small: dict) -> tuple[dict, dict]:
-    """(the interpreter inputs to resize to their smaller load dims, the shape each input is prepared at), for the
-    model's input tensors ``tensors`` in the graph's input order."""
-    resize = {t: small[v.external_id] for v, t in zip(graph.inputs, tensors) if v.external_id in small}
-    return resize, {**{t: declared[v.external_id] for v, t in zip(graph.inputs, tensors)}, **resize}
-
-
-def _declared_at(graph: G.Graph, sizes: set, inputs: dict) -> G.Graph:
-    """``graph`` with its inputs at their load dims (``inputs``: external id -> dims; the others as declared) and
-    every dim of another non-constant value that is one of ``sizes`` declared as 1. XNNPACK works out the shapes
-    after the inputs itself; the declared ones only size what it prepares at load."""
-    def at_load(v: G.Value) -> G.Value:
-        if v.data is not None or v.flags & G.VALUE_EXTERNAL_INPUT:
-            return v._replace(dims=inputs[v.external_id]) if v.external_id in inputs else v
-        return v._replace(dims=tuple(1 if d in sizes else d for d in v.dims)) if sizes.intersection(v.dims) else v
-    return G.Graph({k: at_load(v) for k, v in graph.values.items()}, graph.nodes, graph.num_externs)
+    interp, tr, shapes = interpreter_for(graph, num_threads, load_dims, cache_dir, _INTERPRETERS.add)
+    return LiteRTPlan(interp, graph, tr, num_threads, fallback, shapes, load_dims, cache_dir)
 
 
 # -- fork ------------------------------------------------------------------------------------------------------

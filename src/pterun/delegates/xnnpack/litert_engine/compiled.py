@@ -1,0 +1,225 @@
+"""The LiteRT engine on LiteRT's ``CompiledModel``: how a model whose packed weights are cached on disk runs.
+
+LiteRT's ``Interpreter`` cannot be given a weight cache; its ``CompiledModel`` can (``CpuOptions(
+xnnpack_weight_cache_path=...)``), and runs the same XNNPACK delegate: its outputs are the interpreter's, bit for
+bit. :func:`open_compiled` creates one over a model's bytes with the cache's file for them (:mod:`.cache`): on a
+hit, XNNPACK maps the packed weights back instead of packing (ResNet18: ~3 ms against ~53 ms). It only takes a
+model XNNPACK runs whole (``is_fully_accelerated``, the one check the API offers); for any other the interpreter
+decides, as without a cache, and lists what was left to builtin kernels.
+
+:class:`CompiledSubgraph` gives one signature of it the interface of :class:`.adapter.Subgraph`, which
+:class:`.plan.LiteRTPlan` runs on. Outputs are arrays of pterun's own that LiteRT writes in place
+(``TensorBuffer.create_from_host_memory``): a view of an output is that array. Inputs are LiteRT's own buffers,
+written with ``TensorBuffer.write``. One LiteRT ``Environment`` serves the process, made without the GPU, NPU and
+compiler-plugin libraries a default one looks for, and kept for the process's life. What LiteRT logs while
+preparing, and when the process's first write into a tensor buffer makes an environment of LiteRT's own, is
+captured (:func:`.env.capture_native_stderr`); what that environment logs when the process exits (two ``INFO: ... DestroyAccelerator`` lines) cannot be, which is one
+reason the cache is off unless asked for.
+
+Example::
+
+    >>> compiled = open_compiled(model_bytes, 2, "/home/me/.cache/pterun")   # doctest: +SKIP
+    >>> sub = compiled.subgraph(0); sub.set(t, x); sub.invoke()              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import threading
+
+import numpy as np
+
+from pterun._log import logger
+from pterun.config import cache_max_bytes
+from pterun.delegates.xnnpack.litert_engine.cache import Cache, key
+from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
+
+__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "open_compiled", "open_prepared"]
+
+_lock = threading.Lock()
+_api = None  # (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, environment, version)
+_ALIGN = 64  # LiteRT's alignment for host memory it writes
+
+
+def _litert_api():
+    """LiteRT's CompiledModel API and the process's environment, or None where this LiteRT has none."""
+    global _api
+    with _lock:
+        if _api is None:
+            try:
+                import ai_edge_litert
+                from ai_edge_litert.compiled_model import CompiledModel
+                from ai_edge_litert.cpu_options import CpuOptions
+                from ai_edge_litert.environment import Environment, EnvironmentOptions
+                from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+                from ai_edge_litert.options import Options
+                from ai_edge_litert.tensor_buffer import TensorBuffer
+
+                nowhere = tempfile.mkdtemp(prefix="pterun-litert-")  # no accelerator or plugin library to load
+                with capture_native_stderr():
+                    env = Environment.create(options=EnvironmentOptions(
+                        runtime_path=nowhere, compiler_plugin_path=nowhere, dispatch_library_path=nowhere))
+                    # the first write into any tensor buffer makes LiteRT's own environment, which logs: now
+                    probe = np.zeros(16, np.float32)
+                    TensorBuffer.create_from_host_memory(probe).write(probe)
+                os.rmdir(nowhere)
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(env))  # never torn down (see the module docstring)
+                _api = (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env,
+                        getattr(ai_edge_litert, "__version__", "?"))
+            except Exception as e:  # noqa: BLE001  (an older or changed LiteRT: the interpreter, uncached)
+                logger().debug("LiteRT's CompiledModel is not usable, no packed-weight cache: %s", e)
+                _api = False
+        return _api or None
+
+
+#: A model whose packed weights (the bytes of ``packed`` ranges) are fewer than this does not use the cache: its
+#: packing is cheaper than what a cached load adds (LiteRT's CompiledModel API imported, its objects made, the
+#: key computed). Measured here (2-core Zen 5): MobileNetV2's 14 MB loaded in 54 ms uncached, 65 ms cached;
+#: ResNet18's 45 MB in 123 ms uncached, 103 ms cached; a 130M 8da4w Llama's 55 MB in 602 and 525 ms.
+CACHE_MIN_BYTES = 24 << 20
+
+
+def _packed_bytes(packed) -> int:
+    return sum(int(size) for _, size in packed)
+
+
+def open_compiled(model, num_threads: int, cache_dir: str, packed=()):
+    """A :class:`Compiled` over ``model`` with its packed weights in the cache under ``cache_dir``, or None: the
+    cache is off (``""``), the model's ``packed`` ranges ((offset, size): what only weight packing reads) hold
+    fewer than :data:`CACHE_MIN_BYTES`, this LiteRT has no CompiledModel, the model is loaded for the first time
+    (:meth:`.cache.Cache.lookup`), the directory cannot be written, or XNNPACK does not take the model whole (the
+    interpreter then runs it, and the cache remembers not to try again)."""
+    if not cache_dir or _packed_bytes(packed) < CACHE_MIN_BYTES:
+        return None
+    api = _litert_api()
+    if api is None:
+        return None
+    CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, version = api
+    cache = Cache(cache_dir, cache_max_bytes())
+    k = key(model, version)
+    state, path = cache.lookup(k)
+    if state not in ("hit", "miss"):
+        return None
+    options = Options(hardware_accelerators=HardwareAccelerator.CPU,
+                      cpu_options=CpuOptions(num_threads=max(int(num_threads), 1), xnnpack_weight_cache_path=path))
+    try:
+        with capture_native_stderr():
+            cm = CompiledModel.from_buffer(model, environment=env, options=options)
+            whole = cm.is_fully_accelerated()
+    except Exception as e:  # noqa: BLE001  (LiteRT refused it: the interpreter says why)
+        logger().debug("LiteRT's CompiledModel refused the model (%s: %s); the interpreter runs it",
+                       type(e).__name__, str(e)[:200])
+        if state == "miss":
+            cache.refuse(k, path)
+        return None
+    if not whole:
+        if state == "miss":
+            cache.refuse(k, path)
+        return None
+    if state == "miss":
+        path = cache.commit(path, k)
+    logger().debug("LiteRT engine: packed weights %s %s", "read from" if state == "hit" else "written to",
+                   path or "nowhere (the cache could not be written)")
+    return Compiled(cm, TensorBuffer, model, state == "hit")
+
+
+def open_prepared(model, packed, num_threads: int, cache_dir: str, resizes: list):
+    """A :class:`Compiled` over ``model`` (``packed``: its ranges only weight packing reads) whose
+    subgraph ``k`` is resized as ``resizes[k]`` says, or None (no cache, a small model, the first load, or LiteRT's
+    CompiledModel does not take it: the interpreter decides)."""
+    if not cache_dir:
+        return None
+    compiled = open_compiled(model, num_threads, cache_dir, packed)
+    if compiled is None:
+        return None
+    try:
+        with capture_native_stderr():
+            for k, resize in enumerate(resizes):
+                sub = compiled.subgraph(k)
+                for t, dims in resize.items():
+                    sub.resize(t, dims)
+                sub.allocate()
+    except Exception as e:  # noqa: BLE001  (a shape LiteRT's CompiledModel refuses: the interpreter decides)
+        logger().debug("LiteRT's CompiledModel cannot prepare the model (%s: %s); the interpreter runs it",
+                       type(e).__name__, str(e)[:200])
+        return None
+    return compiled
+
+
+class Compiled:
+    """A CompiledModel, the model bytes it reads its other constants from, and whether its weights were cached."""
+
+    def __init__(self, cm, tensor_buffer, model, hit: bool):
+        self.cm, self.TensorBuffer, self.model, self.hit = cm, tensor_buffer, model, hit
+        self._subs: dict[int, CompiledSubgraph] = {}
+
+    def subgraph(self, k: int) -> CompiledSubgraph:
+        """Signature ``k`` (one object per signature: its buffers are the ones LiteRT was prepared with)."""
+        sub = self._subs.get(k)
+        if sub is None:
+            sub = self._subs[k] = CompiledSubgraph(self, k)
+        return sub
+
+
+class CompiledSubgraph:
+    """Signature ``k`` of a :class:`Compiled`, with :class:`.adapter.Subgraph`'s methods (tensors by index)."""
+
+    def __init__(self, compiled: Compiled, k: int):
+        self.compiled, self.k = compiled, k
+        cm = compiled.cm
+        sig = cm.get_signature_by_index(k)
+        self._key, self._in_names, self._out_names = sig["key"], list(sig["inputs"]), list(sig["outputs"])
+        ins = cm.get_input_tensor_details(self._key)
+        outs = cm.get_output_tensor_details(self._key)
+        self._in_pos = {int(ins[n]["index"]): j for j, n in enumerate(self._in_names)}
+        self._out_pos = {int(outs[n]["index"]): j for j, n in enumerate(self._out_names)}
+        self.allocate()
+
+    def allocate(self) -> None:
+        """LiteRT's input buffers and pterun's output arrays at the signature's current shapes (the caller captures
+        LiteRT's stderr, as it does around the interpreter's)."""
+        cm, TB = self.compiled.cm, self.compiled.TensorBuffer
+        outs = cm.get_output_tensor_details(self._key)
+        self._ins = cm.create_input_buffers(self.k)
+        self._arrays = [_aligned(tuple(outs[n]["shape"]), np.dtype(outs[n]["dtype"])) for n in self._out_names]
+        self._outs = [TB.create_from_host_memory(a.reshape(-1)) for a in self._arrays]
+
+    def setter(self):
+        pos = self._in_pos
+        return lambda t, a: self._ins[pos[t]].write(a)
+
+    def invoker(self):
+        cm, k = self.compiled.cm, self.k
+        return lambda: cm.run_by_index(k, self._ins, self._outs)
+
+    def viewer(self, t: int):
+        j = self._out_pos[t]
+        return lambda: self._arrays[j]
+
+    def tensor(self, t: int) -> np.ndarray:
+        """An output's array; ValueError for anything else (LiteRT's input buffers have no view)."""
+        j = self._out_pos.get(t)
+        if j is None:
+            raise ValueError(f"tensor {t} is not an output of this compiled model's signature {self._key!r}")
+        return self._arrays[j]
+
+    def put(self, t: int, a: np.ndarray) -> None:
+        """Copy ``a`` (any strides) into input ``t``."""
+        self._ins[self._in_pos[t]].write(np.ascontiguousarray(a))
+
+    def input_copier(self, t: int):
+        """``copy(src)``: a C-contiguous ``src`` into input ``t`` (the steady state's copy in)."""
+        return self._ins[self._in_pos[t]].write
+
+    def resize(self, t: int, shape) -> None:
+        self.compiled.cm.resize_input_tensor(self._in_pos[t], [int(d) for d in shape], self.k, strict=False)
+
+
+def _aligned(shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """A zeroed array of ``shape`` whose data starts on a :data:`_ALIGN`-byte boundary."""
+    n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(n + _ALIGN, np.uint8)
+    start = -raw.ctypes.data % _ALIGN
+    return raw[start:start + n].view(dtype).reshape(shape)
