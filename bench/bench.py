@@ -275,7 +275,7 @@ def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Pat
         a, b = tmp / f"{name}.{cfg.name}.npz", tmp / f"{name}.{ref.name}.npz"
         if a.exists() and b.exists():
             errs[cfg.name] = compare_outputs(a, b)
-    row = {"model": name, "pte": str(pte.relative_to(REPO)) if pte.is_relative_to(REPO) else str(pte),
+    row = {"model": name, "pte": _shown(pte),
            "xnnpack": xnn, "configs": [c.name for c in run],
            "agg": {c.name: aggregate(per[c.name]) for c in run},
            "errors": {c.name: error_label(per[c.name]) for c in run},
@@ -337,6 +337,12 @@ def resolve_ref(value: str | None) -> str | None:
     return str(p)
 
 
+def _shown(path: Path) -> str:
+    """A program's path as results show it: inside the checkout relative to it, elsewhere its file name alone (no
+    machine's folders in a report)."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ref", default="auto", help="python of the reference venv (torch + executorch); 'auto' "
@@ -344,6 +350,8 @@ def main(argv=None) -> int:
     ap.add_argument("--py", default=sys.executable, help="python that runs pterun (default: this one)")
     ap.add_argument("--rounds", type=int, default=3, help="processes per runtime and model (default 3)")
     ap.add_argument("--models", nargs="*", help="model names or globs (default: all available); see --list")
+    ap.add_argument("--pte", nargs="+", default=[], metavar="NAME=PATH",
+                    help="also benchmark these programs (any .pte, e.g. the model zoo's), named NAME")
     ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default bench/out)")
     ap.add_argument("--budget", type=float, default=2.5, help="seconds of timed calls per process (default 2.5)")
     ap.add_argument("--min-calls", type=int, default=5, help="timed calls per process at least (default 5) ...")
@@ -379,17 +387,27 @@ def main(argv=None) -> int:
     if not args.ref:
         configs = [c for c in configs if not c.is_ref]
     models = all_models()
+    extra = {}
+    for spec in args.pte:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not Path(path).is_file():
+            ap.error(f"--pte {spec!r}: expected NAME=PATH of an existing .pte")
+        extra[name] = (Path(path).resolve(), "extra")
+    models.update(extra)
     if args.list:
         for n, (p, kind) in models.items():
-            print(f"{n:24s} {kind:8s} {p.relative_to(REPO)}{'' if p.exists() else '  (missing)'}")
+            print(f"{n:24s} {kind:8s} {_shown(p)}{'' if p.exists() else '  (missing)'}")
         return 0
 
     def log(msg):
         print(msg, flush=True)
 
     wanted = list(models)
-    if args.models:
-        wanted = [n for n in models if any(fnmatch.fnmatchcase(n, pat) for pat in args.models)]
+    if args.pte and not args.models:
+        wanted = list(extra)
+    elif args.models:
+        wanted = [n for n in models if any(fnmatch.fnmatchcase(n, pat) for pat in args.models)] + \
+            [n for n in extra if not any(fnmatch.fnmatchcase(n, pat) for pat in args.models)]
         unknown = [pat for pat in args.models if not any(fnmatch.fnmatchcase(n, pat) for n in models)]
         if unknown:
             ap.error(f"unknown model(s) {unknown}; see --list")
@@ -439,7 +457,7 @@ def main(argv=None) -> int:
             if done.returncode:
                 log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
         for i, n in enumerate(wanted):
-            log(f"[{n}] {models[n][0].relative_to(REPO)} (model {i + 1} of {len(wanted)})")
+            log(f"[{n}] {_shown(models[n][0])} (model {i + 1} of {len(wanted)})")
             rows.append(bench_model(n, models[n][0], configs, args, env, Path(td), log))
             spent = time.perf_counter() - t0
             left = spent / (i + 1) * (len(wanted) - i - 1)

@@ -32,7 +32,7 @@ def test_configuration_names_set_exactly_their_variables():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("numpy", "expected 'defaults', 'ref', 'ref-<N>t' or '<engine>-<N>t'"),
+    ("numpy", "expected 'defaults', 'cached', 'ref', 'ref-<N>t' or '<engine>-<N>t'"),
     ("numpy-0t", "expected 'defaults'"),
     ("onnx-1t", "unknown engine 'onnx'"),
 ])
@@ -95,3 +95,11 @@ def test_llm_decode_inputs_are_one_token_after_a_prefill():
     res = _run_one(str(FIXTURES / "llm" / "kv_8da4w.pte"), "--llm-decode", "10")
     assert res["inputs"] == ["int64[1, 1]", "int64[1]"]
     assert res["delegate_calls"] > 1 and set(res["engines"]) == {"numpy"}
+
+
+def test_the_cached_configuration_turns_the_weight_cache_on_in_a_directory_of_the_run():
+    cfg = bench.parse_config("cached")
+    assert cfg.runtime == "pterun" and cfg.threads is None and cfg.engine is None
+    env = bench.config_env({"PTERUN_NO_CACHE": "1", "PTERUN_CACHE_DIR": "/elsewhere", "HOME": "/h"}, cfg, "/run/cache")
+    assert env == {"PTERUN_CACHE_DIR": "/run/cache", "HOME": "/h"}
+    assert "PTERUN_CACHE_DIR" not in bench.config_env({"PTERUN_CACHE_DIR": "/x"}, bench.parse_config("defaults"))

@@ -236,3 +236,33 @@ def test_errors_name_the_programs_instruction_index_after_folding(monkeypatch):
         m.execute(load_calls("mlp")[0]["inputs"])
     pc = e.value.instruction
     assert m._runner.plan.operators[m._runner.plan.chains[0][pc][1]] == "aten::relu.out"
+
+
+@pytest.mark.parametrize("engine", ["numpy", "auto"])
+def test_a_delegate_call_on_constants_is_computed_at_load(engine):
+    """xnn_const_delegate: arange -> an XNNPACK delegate on constants only -> gt, a cast -> a second delegate with
+    the input (tools/export_fold_fixture.py). The first delegate call leaves no step; the numbers do not change.
+    (Merging is off: under "auto" it would join the whole program into one LiteRT call.)"""
+    from fixtures_util import load_calls_from
+
+    calls = load_calls_from(FIXTURES / "xnn_const_delegate.npz")
+    folded = Runtime(engine=engine, merge_delegates=False).load_program(FIXTURES / "xnn_const_delegate.pte") \
+        .load_method("forward")
+    plain = Runtime(engine=engine, merge_delegates=False, fold=False).load_program(
+        FIXTURES / "xnn_const_delegate.pte").load_method("forward")
+    names = [name for _, _, name in folded._runner.folded]
+    assert names.count("delegate XnnpackBackend") == 1, names
+    assert "aten::arange.start_out" in names and "aten::gt.Scalar_out" in names
+    steps = [info[0] for c in folded._runner.chains for info in c.info]
+    assert steps.count("delegate XnnpackBackend") <= 1 and len(steps) < len(plain._runner.chains[0].steps)
+    for _ in range(2):  # the folded bias stays put across calls
+        for call in calls:
+            got, ref = folded.execute(call["inputs"]), plain.execute(call["inputs"])
+            np.testing.assert_array_equal(got[0], ref[0])
+            np.testing.assert_allclose(got[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_delegate_call_that_reads_the_input_is_not_folded():
+    m = Runtime(engine="numpy").load_program(FIXTURES / "xnn_const_delegate.pte").load_method("forward")
+    steps = [info[0] for c in m._runner.chains for info in c.info]
+    assert steps == ["delegate XnnpackBackend"]  # the second call, on the input, still runs

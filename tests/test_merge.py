@@ -123,6 +123,28 @@ def test_joins_must_agree_exactly():
         _merged(mul_in=(3, 1))  # the same numbers, another shape: a reshape the merged graph would not have
 
 
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_a_one_element_value_joins_a_delegate_that_reads_it_at_another_rank(engine):
+    """A rank-0 float written in the run and read by a delegate that declares it [1] (a BERT mask's scalar held
+    as a kernel): one element, so the join is a reshape."""
+    graphs = {0: _add_graph([]), 1: _mul_graph([1], [1])}
+    parts = (DelegatePart(0, (1, 2, 10)), DelegatePart(1, (10, 12, 13)))
+    tensors = slots({1: (), 2: (), 10: (), 12: (1,), 13: (1,)})
+    graph, args = merge_over(parts, graphs, lambda s: s == 13, tensors)
+    assert [n.name for n in graph.nodes] == ["Add", "StaticReshape", "Multiply"]
+    x, y, w = (np.array(v, np.float32) for v in (1.5, -0.25, [3.0]))
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1)
+    (got,) = run_plan(plan, [(), (), (1,), (1,)], [x, y, w])
+    np.testing.assert_array_equal(got, np.array([3.75], np.float32))
+    with pytest.raises(CannotMerge, match=r"slot 10: dims \[\] meet \[2\]"):  # two elements: no join
+        merge_over(parts, {0: graphs[0], 1: _mul_graph([2], [2])}, lambda s: s == 13,
+                   slots({1: (), 2: (), 10: (), 12: (2,), 13: (2,)}))
+
+
 # -- a real exported LLM -------------------------------------------------------------------------------------
 def _decode(method, steps=3):
     outs = [method.execute([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])[0]]

@@ -131,6 +131,8 @@ CASES = [
     ("aten::convolution.out", [_x(1, 4, 12), Const(_x(4, 1, 3)), None, (1,), (2,), (2,), False, (0,), 4,
                                Out((1, 4, 12))]),
     ("dim_order_ops::_clone_dim_order.out", [_M, False, None, Out((2, 4, 8))]),
+    ("aten::alias_copy.out", [_M, Out((2, 4, 8))]),
+    ("aten::detach_copy.out", [_M, Out((2, 4, 8))]),
     ("aten::_native_batch_norm_legit_no_training.out", [_x(2, 4, 3, 3), Const(_x(4)), Const(_x(4)), Const(_x(4)),
                                                         Const(np.abs(_x(4)) + 0.5), 0.1, 1e-5, Out((2, 4, 3, 3)),
                                                         Out((0,)), Out((0,))]),

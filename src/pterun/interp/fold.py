@@ -1,7 +1,10 @@
 """Pass 2, constant folding: instructions whose inputs are all constants run once, at load.
 
 A weight's ``permute_copy`` or a dequantized weight leaves no step behind: its outputs become read-only constants
-of their own, or, when the kernel returns a view of a constant, that view itself (zero-copy). Folding is an
+of their own, or, when the kernel returns a view of a constant, that view itself (zero-copy). A delegate call whose
+inputs are all constants runs once too, on its own executor (:meth:`Folder.fold_delegate`), where its backend says
+which arguments it writes: a T5 encoder's relative-position bias, computed from ``arange`` through an XNNPACK
+delegate's ``log``, was 37 steps of every call. Folding is an
 optimization, never a load error: anything unexpected leaves the instruction to run as a step. Programs with
 jumps are not folded (an instruction there may run any number of times, or never).
 """
@@ -21,9 +24,11 @@ class Folder:
     """Folds one method's instructions while its steps are built (pterun.interp.steps); dropped afterwards."""
 
     def __init__(self, plan: ExecutionPlan, values: list, tags: list, volatile: set[int], binder, where: str,
-                 budget: int):
+                 budget: int, delegate_outputs=lambda i: None):
         self.plan, self.values, self.tags, self.volatile, self.binder, self.where = \
             plan, values, tags, volatile, binder, where
+        # delegate index -> the positions of the DelegateCall arguments it writes (None: not known)
+        self.delegate_outputs = delegate_outputs
         # tensor slots known at load: the program's constants, then folded outputs
         self.constants = {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and _is_constant(d)}
         self.budget = budget  # bytes folded results may still take
@@ -61,7 +66,12 @@ class Folder:
                 fp.position[(ci, pc)] = pos
                 kind = ins.kind
                 kernel = KERNELS[plan.operators[ins.op_index]] if kind == KERNEL_CALL else None
-                if kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
+                outs = self.delegate_outputs(ins.delegate_index) if kind == DELEGATE_CALL else None
+                if outs is not None:  # reads its inputs and writes its outputs, nothing else
+                    written = self._note_delegate(ins.args, outs, pos)
+                    if written:
+                        written_by[(ci, pc)] = written
+                elif kind in (DELEGATE_CALL, MOVE_CALL) or (kernel is not None and kernel.raw):
                     slots = self._members(ins.args if kind != MOVE_CALL else (ins.move_from, ins.move_to))
                     exposed.update(slots)
                     for j in slots:  # these may write too; counting only reads is the cautious side
@@ -91,6 +101,19 @@ class Folder:
         out = set(slots)
         out.update(j for i in tuple(out) if tags[i] in (TENSOR_LIST, OPT_TENSOR_LIST) for j in values[i] if j >= 0)
         return out
+
+    def _note_delegate(self, args: tuple, outs: frozenset, pos: int) -> list:
+        """Note where a DelegateCall that writes the arguments at positions ``outs`` reads and writes; the tensors
+        it writes."""
+        written = []
+        for k, vi in enumerate(args):
+            for j in self._members((vi,)):
+                if k in outs and self.tags[j] == TENSOR:
+                    written.append(j)
+                    self.writes.setdefault(j, []).append(pos)
+                else:
+                    self.reads.setdefault(j, []).append(pos)
+        return written
 
     def _note_kernel(self, kernel, b: tuple, pos: int) -> list | None:
         """Note where a kernel with a schema at position ``pos`` reads and writes; the tensors it writes when it
@@ -132,13 +155,7 @@ class Folder:
         if kernel.raw or not kernel.foldable or not kernel.schema.mutable or not self._inputs_constant(kernel, args):
             return False
         fp, values = self, self.values
-        if fp.candidates is None:
-            fp.candidates = {}  # stays empty if the analysis fails: folding is an optimization, never a load error
-            try:
-                self._find_candidates()
-            except Exception as e:  # noqa: BLE001
-                logger().debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
-        written = fp.candidates.get((ci, pc))
+        written = self._ready(ci, pc)
         if written is None:
             return False
         nbytes = sum(values[j].array.nbytes for j in written)
@@ -161,6 +178,47 @@ class Folder:
             values[j].freeze(array)
             fp.constants.add(j)
         return True
+
+    def fold_delegate(self, executor, delegate_index: int, args: tuple, ci: int, pc: int) -> bool:
+        """Run DelegateCall ``pc`` now, on ``executor``, if every argument it reads is a constant (tensors) or fixed
+        at load (anything else); its outputs become constants. False leaves it to run as a step."""
+        outs = self.delegate_outputs(delegate_index)
+        if outs is None or not outs:
+            return False
+        values, tags = self.values, self.tags
+        for k, vi in enumerate(args):
+            if k in outs:
+                continue
+            if vi in self.volatile or any(tags[j] == TENSOR and j not in self.constants for j in self._members((vi,))):
+                return False
+        written = self._ready(ci, pc)
+        if written is None or any(args[k] not in written for k in outs if tags[args[k]] == TENSOR):
+            return False
+        nbytes = sum(values[j].array.nbytes for j in written)
+        if nbytes > self.budget or not self._arena_unshared(written, self.position[(ci, pc)]):
+            return False
+        fresh = {j: values[j].detached() for j in written}
+        try:
+            with np.errstate(all="ignore"):
+                executor.execute([fresh.get(vi, values[vi]) for vi in args])
+        except Exception as e:  # noqa: BLE001  (the step reports it at run time, with the usual context)
+            logger().debug("%s: not folding delegate call %d: %s: %s", self.where, pc, type(e).__name__, e)
+            return False
+        self.budget -= nbytes
+        for j, t in fresh.items():
+            values[j].freeze(t.array)
+            self.constants.add(j)
+        return True
+
+    def _ready(self, ci: int, pc: int) -> list | None:
+        """The tensors instruction ``pc`` writes when it may be folded (the analysis made on first use), else None."""
+        if self.candidates is None:
+            self.candidates = {}  # stays empty if the analysis fails: folding is an optimization, never a load error
+            try:
+                self._find_candidates()
+            except Exception as e:  # noqa: BLE001
+                logger().debug("%s: not folding: %s: %s", self.where, type(e).__name__, e)
+        return self.candidates.get((ci, pc))
 
     def _inputs_constant(self, kernel, args: tuple) -> bool:
         values, tags = self.values, self.tags

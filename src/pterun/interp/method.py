@@ -85,7 +85,8 @@ class MethodRunner:
         if folding:
             from pterun.interp.repeats import find_repeats
 
-            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET)
+            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET,
+                            delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
             repeats = find_repeats(plan, values, tags, volatile, acc)
         self.steps = build_steps(plan, values, self.analysis, self.delegates, binder, self.where, folder, repeats,
                                  settings.seed)

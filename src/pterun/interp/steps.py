@@ -178,6 +178,11 @@ class StepBuilder:
         a, b = ins.delegate_index, ins.args
         ex = self.executors[a]
         name = f"delegate {self.plan.delegates[a].backend_id}"
+        if self.folder is not None and self.folder.fold_delegate(ex, a, b, ci, pc):
+            self.folded.append((ci, pc, name))
+            self.folded_events.append(Event(ci, pc, "DelegateCall", name,
+                                            slot_reader(self.values, self.tags, _delegate_outputs(ex, b))))
+            return
         if hasattr(ex, "execute_observed"):
             parts.delegates[len(parts.steps)] = (ex, partial(_args_of, self.values, b))
         parts.add(self._executor_step(ex, b), (name, b, pc),

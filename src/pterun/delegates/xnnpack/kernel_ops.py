@@ -214,6 +214,8 @@ CHECKS = {
     "aten::abs.out": _float,
     "aten::relu.out": _float,
     "dim_order_ops::_clone_dim_order.out": _clone,
+    "aten::alias_copy.out": _same_dtype,
+    "aten::detach_copy.out": _same_dtype,
     "aten::hardtanh.out": _hardtanh,
     "aten::gelu.out": _gelu,
     "aten::convolution.out": _conv,
@@ -238,7 +240,8 @@ BITWISE = frozenset({
     "aten::ge.Scalar_out", "aten::logical_not.out", "aten::any.out", "aten::any.dims_out", "aten::where.self_out",
     "aten::full_like.out", "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::select_copy.int_out",
     "aten::permute_copy.out", "aten::neg.out", "aten::abs.out", "aten::relu.out", "aten::hardtanh.out",
-    "aten::max_pool2d_with_indices.out", "dim_order_ops::_clone_dim_order.out",
+    "aten::max_pool2d_with_indices.out", "dim_order_ops::_clone_dim_order.out", "aten::alias_copy.out",
+    "aten::detach_copy.out",
 })
 
 

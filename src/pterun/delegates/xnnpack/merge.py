@@ -144,8 +144,17 @@ class _Merger:
                     w is v and w.data is not None or w.datatype != have.datatype:
                 raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 or bool joins)")
         if tuple(have.dims) != tuple(v.dims):
+            if have.datatype == G.FP32 and all(d == 1 for d in tuple(have.dims) + tuple(v.dims)):
+                return self.reshaped(src, v.dims)  # one element: a rank-0 tensor read as a delegate's [1]
             raise CannotMerge(f"slot {slot}: dims {list(have.dims)} meet {list(v.dims)}")
         return src
+
+    def reshaped(self, src: int, dims) -> int:
+        """A new value holding ``src``'s float32 elements at ``dims`` (a StaticReshape node)."""
+        vid = self.add(G.Value(0, G.FP32, tuple(dims), None, 0, None, None))
+        self.node(_KIND["StaticReshape"], "StaticReshape",
+                  {"num_dims": len(dims), "new_shape": list(dims), "flags": 0, "input_id": src, "output_id": vid})
+        return vid
 
     def alias(self, slot: int, other: int, v: G.Value) -> int:
         """The value a read of ``slot`` sees where the run last wrote its bytes through ``other``."""
@@ -159,9 +168,7 @@ class _Merger:
                               f"({have.describe()} read as {v.describe()})")
         if tuple(have.dims) == tuple(v.dims):
             return src
-        vid = self.add(G.Value(0, G.FP32, tuple(v.dims), None, 0, None, None))
-        self.node(_KIND["StaticReshape"], "StaticReshape",
-                  {"num_dims": len(v.dims), "new_shape": list(v.dims), "flags": 0, "input_id": src, "output_id": vid})
+        vid = self.reshaped(src, v.dims)
         self.bind(slot, vid, False)
         return vid
 

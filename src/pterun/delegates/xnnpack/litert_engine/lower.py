@@ -448,6 +448,8 @@ EMIT = {
     "aten::abs.out": _unary("ABS"),
     "aten::relu.out": _unary("RELU"),
     "dim_order_ops::_clone_dim_order.out": _emit_reshape,
+    "aten::alias_copy.out": _emit_reshape,
+    "aten::detach_copy.out": _emit_reshape,
     "aten::hardtanh.out": _emit_hardtanh,
     "aten::gelu.out": _emit_gelu,
     "aten::convolution.out": _emit_conv,
