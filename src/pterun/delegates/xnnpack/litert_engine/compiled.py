@@ -13,8 +13,8 @@ decides, as without a cache, and lists what was left to builtin kernels.
 written with ``TensorBuffer.write``. One LiteRT ``Environment`` serves the process, made without the GPU, NPU and
 compiler-plugin libraries a default one looks for, and kept for the process's life. What LiteRT logs while
 preparing, and when the process's first write into a tensor buffer makes an environment of LiteRT's own, is
-captured (:func:`.env.capture_native_stderr`); what that environment logs when the process exits (two ``INFO: ... DestroyAccelerator`` lines) cannot be, which is one
-reason the cache is off unless asked for.
+captured (:func:`.env.capture_native_stderr`); what that environment logs when the process exits (two
+``INFO: ... DestroyAccelerator`` lines) cannot be, which is one reason the cache is off unless asked for.
 
 Example::
 

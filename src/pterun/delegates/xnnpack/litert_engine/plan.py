@@ -111,7 +111,8 @@ class LiteRTPlan:
         """An interpreter of this graph's own: in a forked child, or where a Batch could not build one for it."""
         self._pending = None
         self._lock = threading.Lock()
-        interp, tr, shapes = interpreter_for(self._graph, self.num_threads, self._load_dims, self._cache_dir, _INTERPRETERS.add)
+        interp, tr, shapes = interpreter_for(self._graph, self.num_threads, self._load_dims, self._cache_dir,
+                                             _INTERPRETERS.add)
         self._use(interp, tr.model, shapes)
 
     @property
