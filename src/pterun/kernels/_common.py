@@ -129,7 +129,10 @@ def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -
     axes = tuple(range(x.ndim)) if axes is None else tuple(axes)
     kept = [a for a in range(x.ndim) if a not in axes]
     n = math.prod(x.shape[a] for a in axes)
-    rows = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [n])
+    if axes == tuple(range(len(kept), x.ndim)):  # the trailing dims (a norm's): rows without a transpose
+        rows = x.reshape(x.shape[:len(kept)] + (n,))
+    else:
+        rows = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [n])
     if n == 0:
         total = np.zeros(rows.shape[:-1], dtype)
     else:

@@ -13,6 +13,8 @@ Like ExecuTorch's portable kernels, the statistics come from one pass of sums â€
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pterun.kernels import _bf16
@@ -38,7 +40,7 @@ def _moments(x, axes, acc, sums=F32, sequential=False):
     difference in a normalised activation is enough to move an exact rounding tie of the dynamic int8
     quantization that follows it in 8da4w models.
     """
-    n = int(np.prod([x.shape[a] for a in axes]))
+    n = math.prod(x.shape[a] for a in axes)
     if sequential:
         x = x.astype(sums, copy=False)
         s = sum_in_order(x, axes, sums, keepdims=True).astype(acc)
@@ -60,7 +62,7 @@ def native_layer_norm_out(input, normalized_shape, weight, bias, eps, out0, out1
                          f"{list(input.shape)}")
     x = _f(input)
     axes = tuple(range(input.ndim - k, input.ndim))
-    n = int(np.prod(normalized_shape))
+    n = math.prod(int(d) for d in normalized_shape)
     if n >= SCALAR_LAYER_NORM and x.dtype in (F32, F64) and x.size:
         return _vector_layer_norm(x, k, n, weight, bias, eps)
     # the scalar loop: float statistics even for double inputs, as ExecuTorch
