@@ -438,3 +438,37 @@ def test_the_transformer_as_if_it_quantized_dynamically_merges_only_bit_for_bit_
     for call in load_calls("xnn_transformer"):
         (got,) = method.execute(call["inputs"])
         np.testing.assert_allclose(got, call["outputs"][0], rtol=1e-5, atol=1e-5)
+
+
+def _const_kernel(ins, outs, consts):
+    args = tuple(KernelArg(False, k, (2, 2), np.dtype(F32), c) for k, c in enumerate(consts)) + \
+        (KernelArg(True, 0, (2, 2), np.dtype(F32), False),)
+    return Absorbed("kernel", tuple(ins), tuple(outs), {"name": "aten::mul.out", "args": args, "call": None})
+
+
+def test_operators_on_constants_read_outside_are_replayed_with_what_they_read_in_the_run():
+    from pterun.interp.merge import _replay_constants
+
+    items = [(10, _const_kernel([1], [2], [True])),  # on a program constant
+             (11, _const_kernel([2], [3], [False])),  # on what pc 10 computed: a constant too
+             (12, _const_kernel([3, 7], [4], [False, False])),  # reads an input: not a constant
+             (13, _const_kernel([1], [5], [True]))]  # a constant nothing outside reads
+    deferred = set()
+    out = _replay_constants(items, deferred, lambda slot: slot == 3)
+    assert deferred == {10, 11}  # 11 is read outside, and replaying it needs 10
+    assert [p.attrs.get("replayed", False) for _, p in out] == [True, True, False, False]
+    assert [pc for pc, _ in out] == [10, 11, 12, 13] and items[0][1].attrs.get("replayed") is None  # a new list
+    assert _replay_constants(items, set(), lambda slot: slot == 4) is items  # a non-constant read outside
+
+
+@needs_litert
+def test_a_weights_transpose_read_after_a_compiled_run_no_longer_keeps_the_run_apart():
+    """const_reuse (tools/export_fold_fixture.py): permute_copy of a weight, mm, softmax, cumsum, mm with the same
+    transpose. The compiled run used to be refused (its transpose, computed in the graph, is read after it)."""
+    from fixtures_util import load_calls_from
+
+    m = Runtime(engine="auto").load_program(FIXTURES / "const_reuse.pte").load_method("forward")
+    steps = [info[0] for info in m._runner.chains[0].info]
+    assert steps == ["delegate XnnpackBackend", "aten::cumsum.out", "delegate XnnpackBackend"]
+    for call in load_calls_from(FIXTURES / "const_reuse.npz"):
+        np.testing.assert_allclose(m.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)

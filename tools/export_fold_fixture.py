@@ -1,5 +1,7 @@
 #!/usr/bin/env python
-"""Export ``tests/fixtures/xnn_const_delegate.pte``: an XNNPACK delegate call whose inputs are all constants.
+"""Export two fixtures of what load-time constants meet: ``tests/fixtures/xnn_const_delegate.pte``, an XNNPACK
+delegate call whose inputs are all constants, and ``tests/fixtures/const_reuse.pte``, a portable program whose
+weight transpose both a compiled run and an operator after it read.
 
 Run with the reference virtualenv (torch + executorch); pterun never depends on torch::
 
@@ -8,9 +10,13 @@ Run with the reference virtualenv (torch + executorch); pterun never depends on 
 The model computes a bias from ``arange`` (a portable operator on nothing but constants), through an XNNPACK
 delegate (``sigmoid``, ``floor``, arithmetic), a comparison and a cast (portable), into a second delegate that
 applies it to a linear layer's output: the T5 encoder's relative-position bias in miniature. pterun computes the
-first delegate call at load (``pterun.interp.fold``). The recorded calls, inputs and ExecuTorch's outputs go to
-``tests/fixtures/xnn_const_delegate.npz`` in the fixtures' usual format (``__manifest__`` with ``c<call>_in<i>``
-/ ``c<call>_out<j>`` arrays).
+first delegate call at load (``pterun.interp.fold``).
+
+``const_reuse`` (no delegate) transposes a weight, multiplies by it and takes a softmax (a run pterun compiles into
+one LiteRT program), then a ``cumsum`` (which ends the run) and a second product with the same transpose: the
+compiled run computes the transpose for itself and the interpreter replays it for the product after
+(``pterun.interp.merge``). Each program's recorded calls, inputs and ExecuTorch's outputs go to ``NAME.npz`` in the
+fixtures' usual format (``__manifest__`` with ``c<call>_in<i>`` / ``c<call>_out<j>`` arrays).
 """
 
 from __future__ import annotations
@@ -37,17 +43,32 @@ class ConstDelegate(nn.Module):
         return self.lin(x) * (bias + step)
 
 
+class ConstReuse(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 8))
+
+    def forward(self, x):
+        wt = self.w.t()
+        y = torch.softmax(x @ wt, dim=-1)
+        return torch.cumsum(y, dim=-1) @ wt
+
+
 def main() -> None:
+    torch.manual_seed(0)
+    export(ConstDelegate().eval(), "xnn_const_delegate", xnnpack=True)
+    export(ConstReuse().eval(), "const_reuse", xnnpack=False)
+
+
+def export(model: nn.Module, name: str, xnnpack: bool) -> None:
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.runtime import Runtime
 
-    torch.manual_seed(0)
-    model = ConstDelegate().eval()
     calls = [(torch.randn(2, 8),), (torch.randn(2, 8),)]
     ep = torch.export.export(model, calls[0])
-    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-    pte = OUT / "xnn_const_delegate.pte"
+    prog = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()] if xnnpack else []).to_executorch()
+    pte = OUT / f"{name}.pte"
     pte.write_bytes(prog.buffer)
     method = Runtime.get().load_program(str(pte)).load_method("forward")
     manifest, arrays = [], {}
@@ -63,8 +84,8 @@ def main() -> None:
         manifest.append({"method": "forward",
                          "inputs": [{"array": f"c{ci}_in{i}"} for i in range(len(inputs))],
                          "outputs": [{"array": f"c{ci}_out{j}"} for j in range(len(outs))]})
-    np.savez(OUT / "xnn_const_delegate.npz", __manifest__=np.array(json.dumps(manifest)), **arrays)
-    print(f"wrote {pte.name} ({pte.stat().st_size} bytes) and xnn_const_delegate.npz")
+    np.savez(OUT / f"{name}.npz", __manifest__=np.array(json.dumps(manifest)), **arrays)
+    print(f"wrote {pte.name} ({pte.stat().st_size} bytes) and {name}.npz")
 
 
 if __name__ == "__main__":

@@ -178,6 +178,7 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
         for pc, p in reversed(items):  # a view read outside is replayed (later views first: views of views)
             if isinstance(p, Absorbed) and p.op == "view" and named_outside(p.outputs[0]):
                 deferred.add(pc)
+        items = _replay_constants(items, deferred, named_outside)
 
         known: dict[int, bool] = {}  # this settling's answers, by slot
 
@@ -216,6 +217,40 @@ def _is_kernel(part) -> bool:
     return isinstance(part, Absorbed) and part.op == "kernel"
 
 
+def _replay_constants(items, deferred: set, named_outside) -> list:
+    """``items`` with the operators computed from constants alone (program constants, or what such operators
+    before them in the run computed) that something outside the run reads by name marked ``replayed``, with the
+    ones in the run they read from: the merged graph computes them for itself (at load), and the interpreter
+    replays them after the call for the outside readers (folding computes them at load too). Their pcs join
+    ``deferred``."""
+    made: dict[int, int] = {}  # slot -> the item index of the constant operator that writes it
+    const_items: dict[int, set] = {}  # item index -> the item indices of the constant operators it reads from
+    for k, (pc, p) in enumerate(items):
+        if not _is_kernel(p):
+            continue
+        tensors = [(a, slot) for a, slot in zip((x for x in p.attrs["args"] if isinstance(x, KernelArg) and not x.out),
+                                                p.inputs)]
+        if tensors and all(a.const or slot in made for a, slot in tensors):
+            const_items[k] = {made[slot] for a, slot in tensors if slot in made}
+            for slot in p.outputs:
+                made[slot] = k
+    wanted = [k for k in const_items if any(named_outside(slot) for slot in items[k][1].outputs[:1])]
+    replay: set[int] = set()
+    while wanted:
+        k = wanted.pop()
+        if k not in replay:
+            replay.add(k)
+            wanted.extend(const_items[k])
+    if not replay:
+        return items
+    out = list(items)
+    for k in replay:
+        pc, p = out[k]
+        deferred.add(pc)
+        out[k] = (pc, p._replace(attrs={**p.attrs, "replayed": True}))
+    return out
+
+
 def _first_conflict(items, deferred, chain, values, root, later, outside, span) -> int | None:
     """The first element of the run that a deferred instruction before it may not move past, or None."""
     def slots(pc):
@@ -243,8 +278,9 @@ def _first_conflict(items, deferred, chain, values, root, later, outside, span) 
             reads, writes = later(chain[pc])
             reads = {root.get(s, s) for s in _expand(reads, values)}
             writes = {root.get(s, s) for s in _expand(writes, values)}  # a list out: its members
-        else:  # a replayed view writes only its own binding
-            reads, writes = slots(pc), set()
+        else:  # a replayed view writes only its own binding, a replayed operator on constants its outputs
+            reads = slots(pc)
+            writes = {root.get(s, s) for s in p.outputs} if _is_kernel(p) else set()
         mine_w, mine_rw = spans(writes), spans(reads | writes)
         for q, touched, written, touched_at, written_out_at in kept:
             if q < pc:
