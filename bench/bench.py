@@ -18,9 +18,7 @@ and ``bench/export_models.py`` do.
 
 from __future__ import annotations
 
-import argparse
 import datetime as _dt
-import fnmatch
 import json
 import math
 import os
@@ -35,33 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
+from catalog import EXPORT, all_models, build_parser, chosen, pte_models, shown
 from configs import DEFAULT_CONFIGS, Config, config_env, describe_config, pair_of, parse_config  # noqa: F401
 from report import (fmt_mb, fmt_t, med, model_targets, profile_section, ratio, update_readme,
                     write_reports)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-MODELS_DIR = HERE / "models"
-FIXTURES_DIR = REPO / "tests" / "fixtures"
-DEMO = REPO / "src" / "pterun" / "models" / "demo.pte"
 RUN_ONE = HERE / "run_one.py"
-EXPORT = HERE / "export_models.py"
 MARK = "@@BENCH@@ "
-
-# name -> (path, kind). kind: "full" = exported by export_models.py; "fixture"; "demo"
-EXPORTED = ["resnet18_portable", "resnet18_xnnpack", "mobilenet_v2_portable", "mobilenet_v2_xnnpack",
-            "mlp_portable", "mlp_xnnpack", "bert_tiny_portable", "bert_tiny_xnnpack", "whisper_encoder_portable",
-            "whisper_encoder_xnnpack", "few_ops_portable", "many_ops_portable"]
-FIXTURES = ["mlp", "cnn", "transformer", "gru", "mobilenet_v2", "resnet_small",
-            # XNNPACK-delegated fixtures: a transformer (delegates split by portable ops), an 8da4w linear
-            "xnn_transformer", "xnn_8da4w", "xnn_mobilenet_v2"]
-
-def all_models() -> dict[str, tuple[Path, str]]:
-    models = {n: (MODELS_DIR / f"{n}.pte", "full") for n in EXPORTED}
-    models.update({f"fx_{n}": (FIXTURES_DIR / f"{n}.pte", "fixture") for n in FIXTURES})
-    models["demo"] = (DEMO, "demo")
-    return models
-
 
 def has_xnnpack(pte: Path) -> bool:
     """Whether the file holds an XNNPACK delegate (the backend id is stored as a plain string)."""
@@ -275,7 +255,7 @@ def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Pat
         a, b = tmp / f"{name}.{cfg.name}.npz", tmp / f"{name}.{ref.name}.npz"
         if a.exists() and b.exists():
             errs[cfg.name] = compare_outputs(a, b)
-    row = {"model": name, "pte": _shown(pte),
+    row = {"model": name, "pte": shown(pte),
            "xnnpack": xnn, "configs": [c.name for c in run],
            "agg": {c.name: aggregate(per[c.name]) for c in run},
            "errors": {c.name: error_label(per[c.name]) for c in run},
@@ -337,45 +317,8 @@ def resolve_ref(value: str | None) -> str | None:
     return str(p)
 
 
-def _shown(path: Path) -> str:
-    """A program's path as results show it: inside the checkout relative to it, elsewhere its file name alone (no
-    machine's folders in a report)."""
-    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else path.name
-
-
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ref", default="auto", help="python of the reference venv (torch + executorch); 'auto' "
-                    "(default) uses .ref/bin/python if it exists, 'none' times pterun alone")
-    ap.add_argument("--py", default=sys.executable, help="python that runs pterun (default: this one)")
-    ap.add_argument("--rounds", type=int, default=3, help="processes per runtime and model (default 3)")
-    ap.add_argument("--models", nargs="*", help="model names or globs (default: all available); see --list")
-    ap.add_argument("--pte", nargs="+", default=[], metavar="NAME=PATH",
-                    help="also benchmark these programs (any .pte, e.g. the model zoo's), named NAME")
-    ap.add_argument("--out", type=Path, default=HERE / "out", help="output folder (default bench/out)")
-    ap.add_argument("--budget", type=float, default=2.5, help="seconds of timed calls per process (default 2.5)")
-    ap.add_argument("--min-calls", type=int, default=5, help="timed calls per process at least (default 5) ...")
-    ap.add_argument("--max-time", type=float, default=15.0,
-                    help="... unless they take longer than this many seconds (then at least 2; default 15)")
-    ap.add_argument("--model-budget", type=float, default=120.0,
-                    help="seconds per model after which no further round starts (default 120)")
-    ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a process is abandoned")
-    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="CONFIG",
-                    help="the configurations to run side by side (default: %(default)s): 'defaults' (pterun with no "
-                    "thread or engine setting), ENGINE-Nt (PTERUN_ENGINE=ENGINE PTERUN_NUM_THREADS=N; ENGINE in "
-                    "numpy, litert, auto), ref-Nt (ExecuTorch with an N-thread threadpool), 'ref' (ExecuTorch as it "
-                    "comes). Every process starts with the thread and engine variables removed from the environment")
-    ap.add_argument("--profile", action="store_true", help="also profile pterun per operator (OUT/profile.md)")
-    ap.add_argument("--no-export", action="store_true", help="do not export missing models")
-    ap.add_argument("--live-src", action="store_true", help="import pterun from src/ as it is when each process "
-                    "starts (default: from a copy of src/ taken and byte-compiled when the run begins, so that edits "
-                    "made during a long run do not mix into it; the live tree is not byte-compiled, so with "
-                    "PYTHONDONTWRITEBYTECODE set each process compiles pterun from source, inflating import and load)")
-    ap.add_argument("--update-readme", action="store_true", help="put the table into bench/README.md")
-    ap.add_argument("--list", action="store_true", help="list model names and exit")
-    ap.add_argument("--report", type=Path, metavar="RESULTS_JSON",
-                    help="only re-render OUT/results.md, ratios.png (and the README with --update-readme) from a "
-                    "results.json of an earlier run")
+    ap = build_parser(__doc__)
     args = ap.parse_args(argv)
     if args.report:
         return rerender(args)
@@ -386,31 +329,17 @@ def main(argv=None) -> int:
     args.ref = resolve_ref(args.ref)
     if not args.ref:
         configs = [c for c in configs if not c.is_ref]
-    models = all_models()
-    extra = {}
-    for spec in args.pte:
-        name, sep, path = spec.partition("=")
-        if not sep or not name or not Path(path).is_file():
-            ap.error(f"--pte {spec!r}: expected NAME=PATH of an existing .pte")
-        extra[name] = (Path(path).resolve(), "extra")
+    models, extra = all_models(), pte_models(args.pte, ap.error)
     models.update(extra)
     if args.list:
         for n, (p, kind) in models.items():
-            print(f"{n:24s} {kind:8s} {_shown(p)}{'' if p.exists() else '  (missing)'}")
+            print(f"{n:24s} {kind:8s} {shown(p)}{'' if p.exists() else '  (missing)'}")
         return 0
 
     def log(msg):
         print(msg, flush=True)
 
-    wanted = list(models)
-    if args.pte and not args.models:
-        wanted = list(extra)
-    elif args.models:
-        wanted = [n for n in models if any(fnmatch.fnmatchcase(n, pat) for pat in args.models)] + \
-            [n for n in extra if not any(fnmatch.fnmatchcase(n, pat) for pat in args.models)]
-        unknown = [pat for pat in args.models if not any(fnmatch.fnmatchcase(n, pat) for n in models)]
-        if unknown:
-            ap.error(f"unknown model(s) {unknown}; see --list")
+    wanted = chosen(models, extra, args.models, ap.error)
     missing = [n for n in wanted if models[n][1] == "full" and not models[n][0].exists()]
     if missing and not args.no_export:
         if args.ref:
@@ -457,7 +386,7 @@ def main(argv=None) -> int:
             if done.returncode:
                 log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
         for i, n in enumerate(wanted):
-            log(f"[{n}] {_shown(models[n][0])} (model {i + 1} of {len(wanted)})")
+            log(f"[{n}] {shown(models[n][0])} (model {i + 1} of {len(wanted)})")
             rows.append(bench_model(n, models[n][0], configs, args, env, Path(td), log))
             spent = time.perf_counter() - t0
             left = spent / (i + 1) * (len(wanted) - i - 1)
