@@ -266,3 +266,15 @@ def test_a_delegate_call_that_reads_the_input_is_not_folded():
     m = Runtime(engine="numpy").load_program(FIXTURES / "xnn_const_delegate.pte").load_method("forward")
     steps = [info[0] for c in m._runner.chains for info in c.info]
     assert steps == ["delegate XnnpackBackend"]  # the second call, on the input, still runs
+
+
+def test_a_delegate_output_past_the_calls_arguments_is_left_to_run_as_a_step(monkeypatch):
+    """A backend naming an output position the DelegateCall does not have (a corrupt payload) folds nothing and
+    fails nowhere at load."""
+    real = method_module.delegate_outputs
+    monkeypatch.setattr(method_module, "delegate_outputs", lambda pf, plan, i: real(pf, plan, i) | {99})
+    m = Runtime(engine="numpy", merge_delegates=False).load_program(FIXTURES / "xnn_const_delegate.pte") \
+        .load_method("forward")
+    names = [name for _, _, name in m._runner.folded]
+    assert "delegate XnnpackBackend" not in names
+    assert [info[0] for c in m._runner.chains for info in c.info].count("delegate XnnpackBackend") == 2

@@ -183,7 +183,7 @@ class Folder:
         """Run DelegateCall ``pc`` now, on ``executor``, if every argument it reads is a constant (tensors) or fixed
         at load (anything else); its outputs become constants. False leaves it to run as a step."""
         outs = self.delegate_outputs(delegate_index)
-        if outs is None or not outs:
+        if not outs or max(outs) >= len(args):  # an output past the call's arguments: the step reports it
             return False
         values, tags = self.values, self.tags
         for k, vi in enumerate(args):

@@ -122,7 +122,7 @@ def open_compiled(model, num_threads: int, cache_dir: str, packed=()):
         path = cache.commit(path, k)
     logger().debug("LiteRT engine: packed weights %s %s", "read from" if state == "hit" else "written to",
                    path or "nowhere (the cache could not be written)")
-    return Compiled(cm, TensorBuffer, model, state == "hit")
+    return Compiled(cm, TensorBuffer, model)
 
 
 def open_prepared(model, packed, num_threads: int, cache_dir: str, resizes: list):
@@ -149,10 +149,10 @@ def open_prepared(model, packed, num_threads: int, cache_dir: str, resizes: list
 
 
 class Compiled:
-    """A CompiledModel, the model bytes it reads its other constants from, and whether its weights were cached."""
+    """A CompiledModel and the model bytes it reads its other constants from (kept alive with it)."""
 
-    def __init__(self, cm, tensor_buffer, model, hit: bool):
-        self.cm, self.TensorBuffer, self.model, self.hit = cm, tensor_buffer, model, hit
+    def __init__(self, cm, tensor_buffer, model):
+        self.cm, self.TensorBuffer, self.model = cm, tensor_buffer, model
         self._subs: dict[int, CompiledSubgraph] = {}
 
     def subgraph(self, k: int) -> CompiledSubgraph:
@@ -164,7 +164,8 @@ class Compiled:
 
 
 class CompiledSubgraph:
-    """Signature ``k`` of a :class:`Compiled`, with :class:`.adapter.Subgraph`'s methods (tensors by index)."""
+    """Signature ``k`` of a :class:`Compiled`, with the :class:`.adapter.Subgraph` methods a plan runs on
+    (tensors by index; LiteRT's input buffers have no view, so no ``tensor``)."""
 
     def __init__(self, compiled: Compiled, k: int):
         self.compiled, self.k = compiled, k
@@ -197,13 +198,6 @@ class CompiledSubgraph:
     def viewer(self, t: int):
         j = self._out_pos[t]
         return lambda: self._arrays[j]
-
-    def tensor(self, t: int) -> np.ndarray:
-        """An output's array; ValueError for anything else (LiteRT's input buffers have no view)."""
-        j = self._out_pos.get(t)
-        if j is None:
-            raise ValueError(f"tensor {t} is not an output of this compiled model's signature {self._key!r}")
-        return self._arrays[j]
 
     def put(self, t: int, a: np.ndarray) -> None:
         """Copy ``a`` (any strides) into input ``t``."""
