@@ -106,3 +106,26 @@ def test_dynamic_quantization_rounds_the_float32_product_half_to_even():
         assert got.shape == want.shape and got.dtype == np.float32
         rel = float(np.abs(got - want).max() / np.abs(want).max())
         assert rel <= 1e-6, f"call {k}: {rel:.3g} of scale from ExecuTorch's output"
+
+
+@pytest.mark.parametrize("engine", ["auto", "numpy"])
+def test_layer_norms_between_8da4w_calls_join_them_bit_for_bit_where_executorch_runs_its_scalar_loop(engine):
+    # rows of 64: the merged LiteRT graph computes the norms as ExecuTorch's scalar loop (litert_engine/exact.py),
+    # so the two calls and the norms between them are one step; the 320-wide norm (vectorised moments) stays a
+    # NumPy kernel
+    method = Runtime.get().load_program(FIXTURES / "zoo" / "qd8_layer_norm.pte", engine=engine).load_method("forward")
+    kinds = [(ev.kind, ev.name) for ev in method.steps]
+    merged = [("DelegateCall", "delegate XnnpackBackend"), ("KernelCall", "aten::native_layer_norm.out"),
+              ("DelegateCall", "delegate XnnpackBackend")]
+    import importlib.util
+
+    if engine == "auto" and importlib.util.find_spec("ai_edge_litert") is not None:
+        assert kinds == merged
+    else:
+        assert kinds.count(("KernelCall", "aten::native_layer_norm.out")) == 3
+    for k, call in enumerate(load_calls("zoo/qd8_layer_norm")):
+        outs = method.execute(call["inputs"])
+        for j, (got, want) in enumerate(zip(outs, call["outputs"])):
+            assert got.shape == want.shape and got.dtype == np.float32
+            rel = float(np.abs(got - want).max() / np.abs(want).max())
+            assert rel <= 1e-6, f"call {k}, output {j}: {rel:.3g} of scale from ExecuTorch's output"

@@ -28,6 +28,10 @@ NumPy engine: a DenseNet transition (batch norm, ReLU, a 1x1 convolution without
 LiteRT's convolutions need a bias input) and GPT-2's Conv1D (``addmm`` with weights stored [in, out], an XNNPACK
 fully-connected node with transposed weights).
 
+``qd8_layer_norm`` is 8da4w linears (group 32) around a residual LayerNorm(64) twice, and a LayerNorm(320) in a
+branch of its own, on rows over four decades: the layer norms are portable kernels between XNNPACK calls, whose
+dynamic quantization of their outputs magnifies an ulp of difference into a quantization step.
+
 ``qd8_ties`` is an 8da4w linear (int8 dynamic activations, int4 group-32 weights through torchao) whose
 inputs sit on exact float32 rounding ties of the dynamic quantization: XNNPACK rounds the exact product
 ``x * multiplier`` rounded to float32 and then half to even, as pterun does (the tie is where any upstream
@@ -98,6 +102,22 @@ class Norms(nn.Module):
 
     def forward(self, x, y, z):  # the means: RMSNorm's mean of squares over the last dim, and one over dims 0, 2
         return self.ln(x), self.gn(y), (x * x).mean(-1, keepdim=True), y.mean((0, 2)), self.ln_long(z)
+
+
+class QuantizedNorms(nn.Module):
+    """8da4w linears around layer norms, as a transformer has them: LayerNorm(64) (ExecuTorch's scalar loop) in one
+    branch, LayerNorm(320) (vectorised Welford moments) in the other."""
+
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = nn.Linear(64, 64), nn.Linear(64, 64)
+        self.ln, self.ln2 = nn.LayerNorm(64), nn.LayerNorm(64)
+        self.wide_up, self.wide_down = nn.Linear(64, 320), nn.Linear(320, 64)
+        self.ln_wide = nn.LayerNorm(320)
+
+    def forward(self, x):
+        h = self.ln(self.up(x) + x)
+        return self.ln2(self.down(h) + h), self.wide_down(self.ln_wide(self.wide_up(x)))
 
 
 class LiteRTGraphs(nn.Module):
@@ -185,8 +205,8 @@ def tie_rows(rows: int, width: int, g: torch.Generator) -> torch.Tensor:
 
 def main() -> int:
     """Every fixture, or only those named on the command line (qint8_add, qint8_se, norm_order, qd8_ties,
-    litert_graphs)."""
-    want = set(sys.argv[1:]) or {"qint8_add", "qint8_se", "norm_order", "qd8_ties", "litert_graphs"}
+    qd8_layer_norm, litert_graphs)."""
+    want = set(sys.argv[1:]) or {"qint8_add", "qint8_se", "norm_order", "qd8_ties", "qd8_layer_norm", "litert_graphs"}
     g = torch.Generator().manual_seed(13)
     if "qint8_add" in want:
         # every code of x against random codes of y
@@ -233,6 +253,25 @@ def main() -> int:
         ep = torch.export.export(lin, (x,))
         et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
         record("qd8_ties", et, [(x,), (tie_rows(8, 64, g),)])
+
+    if "qd8_layer_norm" in want:  # 8da4w linears with portable layer norms between them
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+        from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+        from torchao.quantization.granularity import PerGroup
+
+        g = torch.Generator().manual_seed(29)
+        torch.manual_seed(29)
+        m = QuantizedNorms().eval()
+        with torch.no_grad():
+            for name, p in m.named_parameters():
+                if name.startswith("ln"):
+                    p.copy_(torch.randn(p.shape, generator=g) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
+        quantize_(m, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+        calls = [(norm_rows((16, 64), g),) for _ in range(3)]
+        ep = torch.export.export(m, calls[0])
+        et = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+        record("qd8_layer_norm", et, calls)
 
     if "litert_graphs" in want:  # fp32 XNNPACK: a bias-free convolution, transposed fully-connected weights
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner

@@ -43,7 +43,9 @@ class DelegateContext(NamedTuple):
     ``finish()`` the method calls once all its delegates are initialised (LiteRT builds the interpreters of the
     whole method together), or None where nobody will (each delegate is then ready when ``init`` returns).
     ``cache_dir`` is the directory a backend may keep what it prepares at load in between processes (XNNPACK's
-    packed weights), ``""`` when the program's settings turn the cache off.
+    packed weights), ``""`` when the program's settings turn the cache off. ``exact`` says that the method
+    quantizes activations dynamically (see :meth:`Backend.quantizes`): a merged graph must then give every
+    operator it holds bit for bit (see :meth:`Backend.absorbs`).
     """
 
     program_name: str
@@ -57,6 +59,7 @@ class DelegateContext(NamedTuple):
     dynamic_args: tuple = ()
     finish: list | None = None
     cache_dir: str = ""
+    exact: bool = False
 
 
 class KernelArg(NamedTuple):

@@ -81,7 +81,7 @@ def delegate_outputs(pf, plan, i: int) -> frozenset | None:
 
 
 def _context(src: Source, index: int, memory, analysis: Analysis, settings: Settings, finish: list,
-             first_call: bool) -> DelegateContext:
+             first_call: bool, exact: bool = False) -> DelegateContext:
     values, plan = memory.values, src.plan
     calls = analysis.calls.get(index, ()) if first_call else ()
     call_args = tuple(tuple(plan.values[a][1].numel if 0 <= a < len(plan.values) and plan.values[a][0] == TENSOR
@@ -89,7 +89,7 @@ def _context(src: Source, index: int, memory, analysis: Analysis, settings: Sett
     first = calls[0] if calls else ()
     return DelegateContext(src.pf.name, plan.name, index, memory.named_data, settings.engine,
                            threads.resolve_threads(settings.num_threads), call_args, analysis.dynamic_sizes,
-                           tuple(analysis.is_dynamic(values, a) for a in first), finish, settings.cache_dir)
+                           tuple(analysis.is_dynamic(values, a) for a in first), finish, settings.cache_dir, exact)
 
 
 def _init(src: Source, i: int, ctx: DelegateContext):
@@ -139,7 +139,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         return {}
     outside = slots_read_outside(plan, tags, values, acc)
     merged = {}
-    declined = _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged)
+    declined = _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
     if declined:  # runs a backend declined with operators held as kernels: tried again without those
         def plain(backend: str, name: str, args: tuple):
             op = absorbed(backend, name, args)
@@ -147,7 +147,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
-        _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged)
+        _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
     return merged
 
 
@@ -168,13 +168,15 @@ def _meets(run: Run, ranges: list) -> bool:
     return any(run.chain == c and run.start < stop and start < run.stop for c, start, stop in ranges)
 
 
-def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged: dict) -> list:
-    """Merge each run its backend accepts into ``merged``; the (chain, start, stop) of those it declined that
-    held operators as kernels."""
+def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged: dict,
+                exact: bool) -> list:
+    """Merge each run its backend accepts into ``merged`` (``exact``: the method quantizes activations
+    dynamically); the (chain, start, stop) of those it declined that held operators as kernels."""
     declined = []
     for run in runs:
         indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
-        ctx = _context(src, indices[0] if indices else -1, memory, analysis, settings, finish, first_call=False)
+        ctx = _context(src, indices[0] if indices else -1, memory, analysis, settings, finish, first_call=False,
+                       exact=exact)
         try:
             blobs = {i: src.pf.delegate_blob(src.plan.delegates[i]) for i in indices}
             got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), values, acc.shared)

@@ -182,17 +182,23 @@ def _check_size(graph: Graph) -> None:
                           f"{PORTABLE_COMPILE_BYTES} (the NumPy kernels read them where they lie)")
 
 
-def _check_rounding(graph: Graph) -> None:
-    """A merged graph that quantizes activations dynamically holds only operators that give the portable kernels'
-    numbers bit for bit (:data:`.kernel_ops.BITWISE`); raises CannotMerge otherwise."""
+def _check_rounding(graph: Graph, exact: bool) -> None:
+    """A merged graph of a method that quantizes activations dynamically (``exact``), or that does so itself, holds
+    only operators that give the portable kernels' numbers bit for bit (:func:`.kernel_ops.bit_for_bit`), each
+    marked to take its bit-for-bit lowering (``fields["bitwise"]``); raises CannotMerge otherwise."""
     from pterun.delegates.xnnpack import graph as G
-    from pterun.delegates.xnnpack.kernel_ops import BITWISE
+    from pterun.delegates.xnnpack.kernel_ops import bit_for_bit
     from pterun.delegates.xnnpack.merge import CannotMerge
 
-    near = [n.op for n in graph.nodes if n.kind == G.KERNEL and n.op not in BITWISE]
-    if near and any(v.datatype == G.QDINT8 or v.dq_datatype for v in graph.values.values()):
+    kernels = [n for n in graph.nodes if n.kind == G.KERNEL]
+    if not kernels or not (exact or any(v.datatype == G.QDINT8 or v.dq_datatype for v in graph.values.values())):
+        return
+    near = [n.op for n in kernels if not bit_for_bit(n.op, n.args)]
+    if near:
         raise CannotMerge(f"{near[0]} is not bit for bit the portable kernel's, and the graph quantizes "
                           "activations dynamically")
+    for n in kernels:
+        n.fields["bitwise"] = True
 
 
 def _numpy(graph: Graph):
@@ -244,11 +250,11 @@ class XnnpackBackend(Backend):
     def absorbs(self, op, exact: bool = False) -> bool:
         """Whether a merged graph can hold an operator between two delegate calls (see :meth:`merge`); an operator
         held as a kernel only with arguments every engine computes (:mod:`.kernel_ops`), and with ``exact`` only
-        one whose lowering is bit for bit (:data:`.kernel_ops.BITWISE`)."""
-        from pterun.delegates.xnnpack.kernel_ops import BITWISE
+        one whose lowering is bit for bit (:func:`.kernel_ops.bit_for_bit`)."""
+        from pterun.delegates.xnnpack.kernel_ops import bit_for_bit
         from pterun.delegates.xnnpack.merge import absorbs
 
-        if exact and op.op == "kernel" and op.attrs["name"] not in BITWISE:
+        if exact and op.op == "kernel" and not bit_for_bit(op.attrs["name"], op.attrs["args"]):
             return False
         ok = absorbs(op)
         if not ok and op.op == "kernel":
@@ -288,7 +294,7 @@ class XnnpackBackend(Backend):
                     _check_external_values(g, tuple(getattr(tensors[a], "capacity", None) for a in p.args))
         try:
             graph, args = merge_graphs(parts, graphs, outside, tensors, shared)
-            _check_rounding(graph)
+            _check_rounding(graph, ctx.exact)
             if not blobs:
                 _check_size(graph)
         except CannotMerge as e:

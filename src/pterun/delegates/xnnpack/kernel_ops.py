@@ -15,11 +15,13 @@ Example::
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from pterun.delegates import KernelArg
 
-__all__ = ["BITWISE", "CHECKS", "KERNEL_OPS", "dims_of", "pair", "supports"]
+__all__ = ["BITWISE", "CHECKS", "KERNEL_OPS", "bit_for_bit", "dims_of", "pair", "supports"]
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
@@ -243,6 +245,21 @@ BITWISE = frozenset({
     "aten::max_pool2d_with_indices.out", "dim_order_ops::_clone_dim_order.out", "aten::alias_copy.out",
     "aten::detach_copy.out",
 })
+
+
+def bit_for_bit(name: str, args: tuple) -> bool:
+    """Whether a merged graph can give the portable kernel's numbers for ``name`` with ``args`` bit for bit: the
+    operators of :data:`BITWISE`, and a float32 layer norm over rows of fewer than
+    :data:`~pterun.kernels.norm.SCALAR_LAYER_NORM` elements, which has a lowering of its own for that
+    (:mod:`.litert_engine.exact`: ExecuTorch runs its scalar loop there, and vectorised moments from there on)."""
+    if name in BITWISE:
+        return True
+    if name == "aten::native_layer_norm.out" and _layer_norm(args) is None:
+        from pterun.kernels.norm import SCALAR_LAYER_NORM
+
+        n = math.prod(args[1])
+        return 0 < n < SCALAR_LAYER_NORM and math.prod(args[0].shape) > 0
+    return False
 
 
 def supports(name: str, args: tuple) -> str | None:

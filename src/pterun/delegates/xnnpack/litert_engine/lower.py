@@ -3,7 +3,7 @@
 The arguments were checked when the merge was planned (:func:`..kernel_ops.supports`); :data:`EMIT` holds the
 operators that compute each. Elementwise arithmetic, comparisons, ``where``, views and copies give the portable
 kernel's numbers exactly (:data:`..kernel_ops.BITWISE`); the transcendental functions, softmax, layer norm (a
-mean, the centred mean of squares, a square root and a division, as the portable kernel computes it),
+mean, the centred mean of squares, a square root and a division; bit for bit where a node must be, :mod:`.exact`),
 convolutions and matrix products give them within the float tolerance the NumPy engine has against ExecuTorch's
 kernels: their sums run in another order and XNNPACK's ``exp`` and ``tanh`` are its own approximations.
 Operators on bool values (comparisons, ``logical_not``, ``any``, ``where``'s condition) run on LiteRT's builtin
@@ -21,6 +21,7 @@ import numpy as np
 
 from pterun.delegates import KernelArg
 from pterun.delegates.xnnpack.kernel_ops import dims_of, pair, supports
+from pterun.delegates.xnnpack.litert_engine.exact import emit_layer_norm_in_order
 
 __all__ = ["EMIT", "KernelRules"]
 
@@ -190,7 +191,10 @@ def _emit_softmax(tr, args, ins, out):
 
 
 def _emit_layer_norm(tr, args, ins, out):
-    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing dims, var the mean of squared deviations."""
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing dims, var the mean of squared deviations;
+    ExecuTorch's own sums and rounding where the node must be bit for bit (:mod:`.exact`)."""
+    if tr.node.fields.get("bitwise"):
+        return emit_layer_norm_in_order(tr, args, ins, out)
     x, shape = args[0], tuple(x_ for x_ in args[1])
     rank = len(x.shape)
     axes = tr.i32(list(range(rank - len(shape), rank)))
