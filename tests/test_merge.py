@@ -118,6 +118,59 @@ def test_merged_graph_with_a_mean_runs_on_both_engines(engine):
     np.testing.assert_allclose(got, _reference(x, y, w), rtol=1e-6, atol=1e-6)
 
 
+def _mean_graph(dims, axes, keepdim):
+    """A merged graph of one mean (the Absorbed form) between an Add and its reader outside."""
+    out = tuple(1 if a in axes else d for a, d in enumerate(dims)) if keepdim else \
+        tuple(d for a, d in enumerate(dims) if a not in axes)
+    parts = (DelegatePart(0, (1, 2, 10)), Absorbed("mean", (10,), (11,), {"axes": axes, "keepdim": keepdim}))
+    tensors = slots({1: dims, 2: dims, 10: dims, 11: out})
+    graph, _ = merge_over(parts, {0: _add_graph(list(dims))}, lambda s: s == 11, tensors)
+    return graph, out
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+@pytest.mark.parametrize("dims, axes, keepdim", [((4, 576), (1,), True), ((1, 8, 300), (2,), False),
+                                                 ((2, 6, 5, 7), (2, 3), True)], ids=["rmsnorm", "300", "pool"])
+def test_a_mean_that_must_be_bit_for_bit_sums_left_to_right_on_both_engines(engine, dims, axes, keepdim):
+    # in a method that quantizes activations dynamically (an 8da4w Llama's RMSNorm): ExecuTorch's running sum
+    import pterun.delegates.xnnpack as X
+    from pterun.kernels.reduction import mean_out
+
+    graph, out = _mean_graph(dims, axes, keepdim)
+    X._check_rounding(graph, exact=True)
+    assert graph.nodes[1].fields["bitwise"] is True
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1)
+    plain_plan = None
+    if engine == "litert":
+        plain, _ = _mean_graph(dims, axes, keepdim)  # unmarked: XNNPACK's MEAN, its own order
+        plain_plan = L.build(plain, 1)
+    differs = 0
+    for trial in range(8):
+        x = (RNG.standard_normal(dims) * 10.0 ** (trial - 3) + 3).astype(np.float32)
+        y = (RNG.standard_normal(dims) * 10.0 ** RNG.uniform(-2, 2, dims)).astype(np.float32)
+        (got,) = run_plan(plan, [dims, dims, out], [x, y])
+        want = mean_out(x + y, list(axes), keepdim, None, np.empty(out, np.float32))
+        assert got.shape == out and np.array_equal(got, want)
+        if plain_plan is not None:
+            differs += not np.array_equal(run_plan(plain_plan, [dims, dims, out], [x, y])[0], want)
+    assert plain_plan is None or differs  # the test tells the orders apart
+
+
+def test_a_mean_over_leading_dims_keeps_a_dynamically_quantized_run_apart():
+    import pterun.delegates.xnnpack as X
+
+    graph, _ = _mean_graph((2, 6, 5), (0, 2), False)
+    X._check_rounding(graph, exact=False)  # no quantization anywhere: XNNPACK's MEAN, within the tolerance
+    assert "bitwise" not in graph.nodes[1].fields
+    with pytest.raises(CannotMerge, match=r"a mean over dims \[0, 2\], not the trailing ones, is not bit for bit "
+                                          "the portable kernel's, and the graph quantizes activations dynamically"):
+        X._check_rounding(graph, exact=True)
+
+
 def test_joins_must_agree_exactly():
     with pytest.raises(CannotMerge, match=r"slot 11: dims \[2, 3, 1\] meet \[3, 1\]"):
         _merged(mul_in=(3, 1))  # the same numbers, another shape: a reshape the merged graph would not have

@@ -41,8 +41,7 @@ class KernelRules:
         ins = _Inputs(self, [n.fields[f"input{k}_id"] for k in range(1, count + 1)])
         first = len(self.operators)
         emit(self, n.args, ins, self.tensor_of(n.output_id))
-        for o in self.operators[first:]:  # LiteRT's builtin kernels may run these (see Translation.builtin)
-            self.kernel_tensors.update(t for t in o.inputs.tolist() + o.outputs.tolist() if t >= 0)
+        self.allow_builtin(first)
 
     def const_input(self, k: int) -> np.ndarray:
         """The constant data of the node's input ``k`` (from 0), shaped (the checks made sure it is constant)."""

@@ -51,6 +51,12 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
                     self.consumers.setdefault(vid, []).append(n)
 
 
+    def allow_builtin(self, first: int) -> None:
+        """The operators from index ``first`` on compute a portable operator (:mod:`.lower`, :mod:`.exact`): LiteRT's
+        builtin kernels may run them (:attr:`Translation.builtin`)."""
+        for o in self.operators[first:]:
+            self.kernel_tensors.update(t for t in o.inputs.tolist() + o.outputs.tolist() if t >= 0)
+
     def no(self, what: str) -> Unsupported:
         where = f"{self.node.describe()}: " if self.node is not None else ""
         return Unsupported(f"{where}{what}")

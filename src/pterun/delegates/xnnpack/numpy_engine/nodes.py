@@ -27,6 +27,7 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.numpy_engine import pointwise, pool, windows
 from pterun.delegates.xnnpack.numpy_engine.compiler import NAMES, Compiler, builds, chain  # noqa: F401  (NAMES: doctest)
+from pterun.kernels._common import sum_in_order
 
 F32 = np.float32
 
@@ -259,7 +260,7 @@ def build_mean(c: Compiler, node) -> None:
 
     def mean(a):
         count = math.prod(a.shape[k] for k in axes)
-        s = np.add.reduce(a, axis=axes, dtype=F32, keepdims=keep)
+        s = sum_in_order(a, axes, F32, keepdims=keep)  # left to right, as the kernel: NumPy's reduce is pairwise
         return np.divide(s, F32(count), out=s) if isinstance(s, np.ndarray) else s / F32(count)
 
     emit_unary(c, node, mean, node.input_id, node.output_id)
