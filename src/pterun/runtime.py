@@ -451,9 +451,12 @@ class Method:
         arrays = self._check_inputs(inputs)
         runner = self._runner
         with self._lock:
-            runner.set_inputs(arrays)
-            runner.run(hook)
-            outputs = runner.collect_outputs()
+            # a method that is one LiteRT invoke: straight from and into the caller's arrays (pterun.interp.direct)
+            outputs = None if hook is not None or runner.direct is None else runner.direct(arrays)
+            if outputs is None:
+                runner.set_inputs(arrays)
+                runner.run(hook)
+                outputs = runner.collect_outputs()
         if self._wrap is not None:
             outputs = [self._wrap(o) if isinstance(o, np.ndarray) else o for o in outputs]
         return outputs

@@ -30,7 +30,7 @@ class Folder:
         # delegate index -> the positions of the DelegateCall arguments it writes (None: not known)
         self.delegate_outputs = delegate_outputs
         # tensor slots known at load: the program's constants, then folded outputs
-        self.constants = {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and _is_constant(d)}
+        self.constants = {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and is_constant(d)}
         self.budget = budget  # bytes folded results may still take
         # (chain, instruction) -> the tensor slots it writes; None until an instruction's inputs are constant
         self.candidates: dict[tuple[int, int], list[int]] | None = None
@@ -300,6 +300,6 @@ class Folder:
         return True
 
 
-def _is_constant(d: TensorDesc) -> bool:
+def is_constant(d: TensorDesc) -> bool:
     """A read-only tensor of the program or its external data (not one copied into the memory plan)."""
     return d.memory_id is None and (d.data_buffer_idx > 0 or (d.location == EXTERNAL and d.fqn is not None))

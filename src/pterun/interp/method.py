@@ -38,7 +38,8 @@ from pterun.interp.access import Accesses
 from pterun.interp.analysis import analyse, check_supported
 from pterun.interp.binding import Binder
 from pterun.interp.delegates import Source, delegate_outputs, load_delegates
-from pterun.interp.fold import Folder
+from pterun.interp.direct import bind_direct
+from pterun.interp.fold import Folder, is_constant
 from pterun.interp.loop import run_chains
 from pterun.interp.memory import Memory
 from pterun.interp.observe import run_observed
@@ -90,6 +91,10 @@ class MethodRunner:
             repeats = find_repeats(plan, values, tags, volatile, acc)
         self.steps = build_steps(plan, values, self.analysis, self.delegates, binder, self.where, folder, repeats,
                                  settings.seed)
+        known = folder.constants if folder is not None else \
+            {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and is_constant(d)}
+        self.direct = bind_direct(self.steps.only_call, tuple(plan.inputs), tuple(plan.outputs), tags,
+                                  lambda slot: values[slot].array if slot in known else None)
         self.uses_shared_arenas = len(plan.buffer_sizes) > 2
         self.loop_budget = self._loop_budget()
         self.instruction_limit = min(MAX_INSTRUCTIONS, self.loop_budget)  # per chain with jumps, per call

@@ -51,12 +51,13 @@ class Chain(NamedTuple):
 class Steps(NamedTuple):
     """What step building returns: the ``chains``; ``folded``: (chain, instruction, operator) of each instruction
     computed at load, and ``folded_events`` the same as Method.trace reports them; ``random``: the method's
-    random generator (:class:`RandomSource`)."""
+    random generator (:class:`RandomSource`); ``only_call``: see :mod:`pterun.interp.direct`."""
 
     chains: tuple
     folded: tuple
     folded_events: tuple
     random: RandomSource
+    only_call: tuple | None = None  # (executor, argument slots) when the method's one step is one delegate call
 
 
 class RandomSource:
@@ -80,7 +81,9 @@ def build_steps(plan, values: list, analysis, delegates, binder, where: str, fol
     folded) and ``repeats`` (pterun.interp.repeats.find_repeats, for the first chain)."""
     builder = StepBuilder(plan, values, analysis, delegates, binder, where, folder, repeats, RandomSource(seed))
     chains = tuple(builder.build_chain(c, ci) for ci, c in enumerate(plan.chains))
-    return Steps(chains, tuple(builder.folded), tuple(builder.folded_events), builder.random)
+    only = builder.calls[0] if len(builder.calls) == 1 and sum(len(c.steps) for c in chains) == 1 and \
+        not any(c.jumps for c in chains) else None
+    return Steps(chains, tuple(builder.folded), tuple(builder.folded_events), builder.random, only)
 
 
 class _Parts:
@@ -119,6 +122,7 @@ class StepBuilder:
         self.random = random
         self.folded: list[tuple[int, int, str]] = []
         self.folded_events: list[Event] = []
+        self.calls: list[tuple] = []  # (executor, argument slots) of every delegate step
 
     def fail(self, what: str) -> InvalidProgramError:
         return InvalidProgramError(f"{self.where}: {what}")
@@ -171,6 +175,7 @@ class StepBuilder:
         parts.add(self._executor_step(ex, b), (name, b, pc),
                   Event(ci, pc, "DelegateCall", name, read,
                         detail=f"instructions {run.start}-{run.stop - 1} merged into one call{later}"))
+        self.calls.append((ex, tuple(b)))
         for d in run.deferred:  # instructions the merged call moved past: in program order, after it
             self._kernel_call(parts, chain[d], ci, d, kernels, repeats)
 
@@ -187,6 +192,7 @@ class StepBuilder:
             parts.delegates[len(parts.steps)] = (ex, partial(_args_of, self.values, b))
         parts.add(self._executor_step(ex, b), (name, b, pc),
                   Event(ci, pc, "DelegateCall", name, slot_reader(self.values, self.tags, _delegate_outputs(ex, b))))
+        self.calls.append((ex, tuple(b)))
 
     def _control(self, parts: _Parts, ins, ci: int, pc: int, n: int) -> None:
         """A MoveCall, JumpFalseCall or FreeCall."""

@@ -21,6 +21,7 @@ import operator
 import os
 import threading
 import weakref
+from functools import partial
 
 import numpy as np
 
@@ -154,7 +155,7 @@ class LiteRTPlan:
     def _steady_call(self, st: tuple, args: list) -> bool:
         """Copy in, invoke and copy out where ``args`` bring the very tensors and arrays the steady state ``st``
         was made for; False (nothing done) otherwise."""
-        tin, ain, pin, tout, aout, pout = st
+        tin, ain, pin, tout, aout, pout, _ = st
         try:
             x, y = self._get_ins(args), self._get_outs(args)
         except IndexError:  # reported by the checked path
@@ -174,6 +175,29 @@ class LiteRTPlan:
             for dst, src in pout:
                 np.copyto(dst, src, casting="unsafe")
         return True
+
+    def call_direct(self, arrays: list) -> list | None:
+        """The outputs (new arrays, in external-output order) of a call on ``arrays`` (in external-input order),
+        copied straight from and into this interpreter's memory (:mod:`pterun.interp.direct`); None, with nothing
+        done, unless the steady state holds (see :meth:`_settle`) and the arrays are C-contiguous of its shapes
+        (their dtypes are the method's: checked by the caller)."""
+        st = self._steady
+        if st is None:
+            return None
+        shapes, puts, gets = st[6]
+        for a, shape in zip(arrays, shapes):
+            if a.shape != shape or not a.flags.c_contiguous:
+                return None
+        with self._lock:
+            if self._steady is not st:  # something resized this interpreter meanwhile
+                return None
+            for put, a in zip(puts, arrays):
+                put(a)
+            try:
+                self._invoke()
+            except (ValueError, RuntimeError) as e:
+                raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
+            return [get() for get in gets]
 
     def _input_arrays(self, args: list) -> list:
         """(tensor index, array) of each input, its dtype and dim order checked (once for the same tensors)."""
@@ -238,7 +262,7 @@ class LiteRTPlan:
             return  # LiteRT gives a rank-0 tensor as a NumPy scalar, a copy of its memory: nothing to keep
         # a 0-D scalar for a [1] value: see execute
         pin = [(c, a.reshape(self._shapes[t])) for (c, a), (_, t, _) in zip(pin, self.inputs)]
-        self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout)
+        self._steady = (x, tuple(map(_ARRAY, x)), tuple(pin), y, tuple(map(_ARRAY, y)), pout, _direct(pin, x, pout))
 
     def _resize(self, t: int, shape: tuple) -> None:
         self._steady = None
@@ -263,6 +287,28 @@ class LiteRTPlan:
         self.engine, self.engine_reason = "numpy", reason
         self._interp = self._views = self._set = self._invoke = None  # the interpreter and its memory go
         logger().info("XNNPACK delegate moves to the NumPy engine: %s", reason)
+
+
+def _direct(pin: list, x: list, pout: tuple) -> tuple:
+    """(input shapes, copy-in functions, copy-out functions) of :meth:`LiteRTPlan.call_direct` in a steady state:
+    each input as its pterun tensor is shaped, reshaped where LiteRT holds it otherwise (a 0-D scalar as [1]);
+    each output a new array of its pterun tensor's shape and dtype."""
+    shapes = tuple(t.array.shape for t in x)
+    puts = tuple(copy if own.shape == shape else partial(_put_reshaped, copy, own.shape)
+                 for (copy, own), shape in zip(pin, shapes))
+    gets = tuple(src.copy if src.shape == dst.shape and src.dtype == dst.dtype else partial(_get_as, src, dst)
+                 for dst, src in pout)
+    return shapes, puts, gets
+
+
+def _put_reshaped(copy, shape: tuple, a: np.ndarray) -> None:
+    copy(a.reshape(shape))
+
+
+def _get_as(src: np.ndarray, like: np.ndarray) -> np.ndarray:
+    out = np.empty(like.shape, like.dtype)
+    np.copyto(out, src, casting="unsafe")
+    return out
 
 
 def _unit_dims_only(shape: tuple, declared: tuple) -> bool:
