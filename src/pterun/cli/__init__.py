@@ -117,9 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``pterun`` command line; returns the exit status: 0 ok, 1 a bad file or input (or a failed check:
     a ``verify`` case, an operator ``ops`` lacks), 2 a wrong option (argparse's usage error, found before any file
     is opened), 130 Ctrl-C, at any moment, 141 when the reader of stdout went away."""
+    from pterun.cli import ctrlc
     try:
-        # everything but this function's own module is imported in here, so Ctrl-C during an import is caught too
-        return _run(argv)
+        with ctrlc.installed():
+            # everything but this module and ctrlc is imported in here, so Ctrl-C during an import is caught too
+            return _run(argv)
     except KeyboardInterrupt:
         pass
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from pterun.cli import output
+from pterun.cli import ctrlc, output
 from pterun.cli.inputs import prepare
 from pterun.cli.output import dump, ranges, stats
 
@@ -25,9 +25,11 @@ def _timed_calls(method, inputs, args) -> tuple[list[float], bool]:
     progress = output.Progress(args.warmup, args.repeat)
     try:
         for i in range(args.warmup):
+            ctrlc.check()
             method.execute(inputs)
             progress.warming(i + 1)
         for _ in range(args.repeat):
+            ctrlc.check()
             t0 = time.perf_counter()
             method.execute(inputs)
             times.append(time.perf_counter() - t0)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pterun.cli import ctrlc
 from pterun.cli.inputs import prepare
 from pterun.cli.output import SHOW_VALUES, dump, json_value, summary, values_text
 
@@ -70,6 +71,7 @@ def cmd_demo(args) -> int:
     first_s = time.perf_counter() - t0
     times = []
     for _ in range(args.repeat):
+        ctrlc.check()
         t0 = time.perf_counter()
         method.execute([x])
         times.append(time.perf_counter() - t0)

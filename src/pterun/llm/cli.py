@@ -18,6 +18,7 @@ import argparse
 import sys
 import time
 
+from pterun.cli import ctrlc
 from pterun.cli.options import number, whole
 
 __all__ = ["add_generate_parser", "cmd_generate", "add_transcribe_parser", "cmd_transcribe", "read_image"]
@@ -220,6 +221,7 @@ def _stream(pieces, runner, load_s: float) -> int:
     interrupted = False
     try:
         for piece in pieces:
+            ctrlc.check()
             sys.stdout.write(piece)
             sys.stdout.flush()
     except KeyboardInterrupt:
