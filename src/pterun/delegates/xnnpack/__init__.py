@@ -184,26 +184,21 @@ def _check_size(graph: Graph) -> None:
 
 def _check_rounding(graph: Graph, exact: bool) -> None:
     """A merged graph of a method that quantizes activations dynamically (``exact``), or that does so itself, holds
-    only operators that give the portable kernels' numbers bit for bit (:func:`.kernel_ops.bit_for_bit`, and
-    means over trailing dims), each marked to take its bit-for-bit lowering (``fields["bitwise"]``); raises
-    CannotMerge otherwise."""
+    only kernel nodes that give the portable kernels' numbers bit for bit (:func:`.kernel_ops.bit_for_bit`), each
+    marked to take its bit-for-bit lowering (``fields["bitwise"]``); raises CannotMerge otherwise. (A ``mean``
+    node stays XNNPACK's MEAN: see :mod:`.litert_engine.exact`.)"""
     from pterun.delegates.xnnpack import graph as G
     from pterun.delegates.xnnpack.kernel_ops import bit_for_bit
     from pterun.delegates.xnnpack.merge import CannotMerge
 
-    from pterun.delegates.xnnpack.litert_engine.exact import trailing
-
-    held = [n for n in graph.nodes if n.kind in (G.KERNEL, G.MEAN)]
-    if not held or not (exact or any(v.datatype == G.QDINT8 or v.dq_datatype for v in graph.values.values())):
+    kernels = [n for n in graph.nodes if n.kind == G.KERNEL]
+    if not kernels or not (exact or any(v.datatype == G.QDINT8 or v.dq_datatype for v in graph.values.values())):
         return
-    for n in held:
-        if n.kind == G.KERNEL and not bit_for_bit(n.op, n.args):
-            raise CannotMerge(f"{n.op} is not bit for bit the portable kernel's, and the graph quantizes "
-                              "activations dynamically")
-        if n.kind == G.MEAN and not trailing(n.axes, len(graph.values[n.input_id].dims)):
-            raise CannotMerge(f"a mean over dims {list(n.axes)}, not the trailing ones, is not bit for bit the "
-                              "portable kernel's, and the graph quantizes activations dynamically")
-    for n in held:
+    near = [n.op for n in kernels if not bit_for_bit(n.op, n.args)]
+    if near:
+        raise CannotMerge(f"{near[0]} is not bit for bit the portable kernel's, and the graph quantizes "
+                          "activations dynamically")
+    for n in kernels:
         n.fields["bitwise"] = True
 
 

@@ -16,7 +16,6 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
-from pterun.delegates.xnnpack.litert_engine.exact import emit_mean_in_order
 
 __all__ = ["NodeRules"]
 
@@ -267,16 +266,10 @@ class NodeRules:
                 [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.flags & G.FLAG_KEEP_DIMS))
 
     def node_Mean(self, n: G.Node) -> None:
-        """pterun's mean node (a merged graph's RMSNorm mean): TFLite's MEAN over the same axes; the portable
-        kernel's running sum where the node must be bit for bit (:mod:`.exact`)."""
+        """pterun's mean node (a merged graph's RMSNorm mean): TFLite's MEAN over the same axes."""
         residual = self.residual(n)
-        out = self.output(n.output_id, residual)
-        if n.fields.get("bitwise"):
-            first = len(self.operators)
-            emit_mean_in_order(self, self.tensor_of(n.input_id), self.value(n.input_id).dims, n.axes, out)
-            return self.allow_builtin(first)
-        self.op("MEAN", [self.tensor_of(n.input_id), self.i32(list(n.axes))], [out], "ReducerOptions",
-                keepDims=bool(n.keepdim))
+        self.op("MEAN", [self.tensor_of(n.input_id), self.i32(list(n.axes))],
+                [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.keepdim))
 
     def node_binary(self, n: G.Node) -> None:
         name, options = _BINARY[n.name]
