@@ -126,6 +126,10 @@ def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -
     That is how ExecuTorch's portable reductions and norms sum (a running total); NumPy's own sums are pairwise
     and differ from it in the last bits, which a later rounding (a dynamic int8 quantization) can magnify.
     """
+    if axes is not None and len(axes) == 1 and axes[0] == x.ndim - 1 and x.shape[-1] and x.ndim > 1:
+        # the last dim alone (RMSNorm's mean, a layer norm's rows): the running sum's last column
+        total = np.add.accumulate(x, axis=-1, dtype=dtype)[..., -1]
+        return total[..., None] if keepdims else total
     axes = tuple(range(x.ndim)) if axes is None else tuple(axes)
     kept = [a for a in range(x.ndim) if a not in axes]
     n = math.prod(x.shape[a] for a in axes)

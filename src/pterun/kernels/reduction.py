@@ -54,8 +54,11 @@ def mean_out(self, dim, keepdim, dtype, out):
         raise TypeError(f"mean needs a floating output dtype, got {out.dtype}")
     axes = _axes(dim, self.ndim)
     total = sum_in_order(self, axes, acc, keepdims=keepdim)  # ExecuTorch's running sum, not NumPy's pairwise
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return total / acc.type(_count(self, axes))
+    count = _count(self, axes)
+    if count:  # (an errstate costs more than this RMSNorm mean's arithmetic)
+        return total / acc.type(count)
+    with np.errstate(invalid="ignore", divide="ignore"):  # 0 / 0: NaN, as ExecuTorch's
+        return total / acc.type(count)
 
 
 @register("aten::mean.dtype_out")
