@@ -278,3 +278,19 @@ def test_a_delegate_output_past_the_calls_arguments_is_left_to_run_as_a_step(mon
     names = [name for _, _, name in m._runner.folded]
     assert "delegate XnnpackBackend" not in names
     assert [info[0] for c in m._runner.chains for info in c.info].count("delegate XnnpackBackend") == 2
+
+
+def test_full_like_of_a_run_time_tensor_is_folded_where_that_tensors_shape_is_static():
+    # full_like reads only its input's shape (Kernel.shape_only): ops_misc's two read tensors the call computes
+    from pterun.kernels import KERNELS
+
+    assert KERNELS["aten::full_like.out"].shape_only == {0}
+    static = Runtime(engine="numpy").load_program(FIXTURES / "ops_misc.pte").load_method("forward")
+    assert [n for _, _, n in static._runner.steps.folded].count("aten::full_like.out") == 2
+    assert not any(e.name == "aten::full_like.out" for e in static.steps)
+    plain = Runtime(engine="numpy", fold=False).load_program(FIXTURES / "ops_misc.pte").load_method("forward")
+    for call in load_calls("ops_misc"):
+        for got, want in zip(static.execute(call["inputs"]), plain.execute(call["inputs"])):
+            np.testing.assert_array_equal(got, want)
+    dynamic = Runtime(engine="numpy").load_program(FIXTURES / "llm" / "nokv.pte").load_method("forward")
+    assert [e.name for e in dynamic.steps].count("aten::full_like.out") == 2  # the token count varies by call

@@ -222,9 +222,12 @@ class Folder:
 
     def _inputs_constant(self, kernel, args: tuple) -> bool:
         values, tags = self.values, self.tags
-        for arg, vi in zip(kernel.schema.args, args):
+        for k, (arg, vi) in enumerate(zip(kernel.schema.args, args)):
             if arg.mutable:
                 continue
+            if k in kernel.shape_only and tags[vi] == TENSOR and vi not in self.volatile and \
+                    self.plan.values[vi][1].dynamism == STATIC:
+                continue  # only its (fixed) shape is read
             items = values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,)
             if any(j >= 0 and tags[j] == TENSOR and j not in self.constants for j in items):
                 return False

@@ -25,7 +25,7 @@ def full_out(size, fill_value, out):
     return np.full(tuple(size), checked_scalar(fill_value, out.dtype), dtype=out.dtype)
 
 
-@register("aten::full_like.out")
+@register("aten::full_like.out", shape_only=(0,))
 def full_like_out(self, fill_value, memory_format, out):
     """full_like.out(Tensor self, Scalar fill_value, *, MemoryFormat? memory_format=None, Tensor(a!) out) -> Tensor(a!)"""
     return np.full(self.shape, checked_scalar(fill_value, out.dtype), dtype=out.dtype)

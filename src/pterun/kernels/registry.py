@@ -71,18 +71,21 @@ class Kernel:
     ``update_cache`` writes its cache and leaves its ``out`` placeholder alone), so moving the instruction past
     another that uses that memory is safe (pterun.interp.merge). ``random``: the kernel draws random numbers
     from the ``rng=`` keyword argument, which the interpreter binds to the method's
-    :class:`numpy.random.Generator` (never foldable). :meth:`specialize` asks for a load-time fast path.
+    :class:`numpy.random.Generator` (never foldable). ``shape_only``: positions of tensor arguments whose
+    contents the kernel never reads, only their shape and dtype (``full_like``'s ``self``): with a static
+    shape they count as constant for folding. :meth:`specialize` asks for a load-time fast path.
     """
 
     __slots__ = ("name", "fn", "_schema", "raw", "_specializer", "volatile_args", "foldable", "returns_view",
-                 "not_supported", "random", "unwritten")
+                 "not_supported", "random", "unwritten", "shape_only")
 
     def __init__(self, name: str, fn: Callable, schema: Schema | None, raw: bool = False, *,
                  specialize: Callable | None = None, volatile_args: tuple[int, ...] | None = None,
                  foldable: bool = True, returns_view: bool = False, not_supported: str | None = None,
-                 random: bool = False, unwritten: tuple[int, ...] = ()):
+                 random: bool = False, unwritten: tuple[int, ...] = (), shape_only: tuple[int, ...] = ()):
         self.name, self.fn, self._schema, self.raw = name, fn, schema, raw
         self.unwritten = tuple(unwritten)
+        self.shape_only = frozenset(shape_only)
         self.random = random
         self._specializer = specialize
         self.volatile_args = volatile_args
@@ -172,7 +175,7 @@ def parse_schema(text: str) -> Schema:
 def register(name: str, *, raw: bool = False, specialize: Callable | None = None,
              volatile_args: tuple[int, ...] | None = None, foldable: bool = True, returns_view: bool = False,
              not_supported: str | None = None, random: bool = False,
-             unwritten: tuple[int, ...] = ()) -> Callable[[Callable], Callable]:
+             unwritten: tuple[int, ...] = (), shape_only: tuple[int, ...] = ()) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the kernel for operator ``name``, with its whole contract; registering a name twice
     is an error.
 
@@ -183,7 +186,8 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
     ``foldable=False`` keeps an instruction from being computed at load however constant its inputs;
     ``returns_view=True`` says the result is normally a view of an input; ``not_supported`` registers an
     operator only to refuse it at load, with that reason; ``random=True`` marks a kernel that takes the method's
-    random generator as ``rng=``; ``unwritten`` names out arguments the kernel leaves alone. See :class:`Kernel`.
+    random generator as ``rng=``; ``unwritten`` names out arguments the kernel leaves alone; ``shape_only``
+    names tensor arguments it reads only the shape of. See :class:`Kernel`.
     """
 
     def deco(fn: Callable) -> Callable:
@@ -196,7 +200,8 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
             raise RuntimeError(f"kernel for {name!r}: volatile_args applies to raw kernels only")
         KERNELS[name] = Kernel(name, fn, None if raw else _FROM_DOC, raw, specialize=specialize,
                                volatile_args=volatile_args, foldable=foldable, returns_view=returns_view,
-                               not_supported=not_supported, random=random, unwritten=unwritten)
+                               not_supported=not_supported, random=random, unwritten=unwritten,
+                               shape_only=shape_only)
         return fn
 
     return deco
