@@ -420,7 +420,7 @@ def _in_arena(sub: Subgraph, part) -> list[str]:
     """The operators of subgraph ``k`` that XNNPACK left to LiteRT's builtin kernels: LiteRT's Python lists the
     nodes of subgraph 0 only, but what XNNPACK runs never reaches LiteRT's arena, so an intermediate tensor with
     memory there is one a builtin kernel reads or writes."""
-    ends = set(part.inputs) | set(part.outputs) | part.builtin | part.between_partitions()
+    ends = set(part.inputs) | set(part.outputs) | part.builtin
     held = []
     for i, t in enumerate(part.writer.tensors):
         if t.buffer or i in ends:

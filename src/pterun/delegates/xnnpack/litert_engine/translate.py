@@ -9,7 +9,6 @@ delegate takes no stand-alone int8 clamp), and the node order is checked. Anythi
 
 from __future__ import annotations
 
-import bisect
 import math
 from typing import NamedTuple
 
@@ -42,7 +41,6 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
         self.dynamic_source: dict[int, int] = {}  # qdint8 value -> the fp32 value its dropped Convert read
         self.fixed_shape = False  # True when the translation holds only at the graph's own input sizes
         self.kernel_tensors: set[int] = set()  # tensors the operators of kernel nodes read or write
-        self.splits: set[int] = set()  # operators XNNPACK never takes (see .exact): its partitions end there
         self.nhwc: dict[int, int] = {}  # NCHW tensor of a kernel node -> the same values as NHWC (lower.py)
         self.pending_nchw: set[int] = set()  # NCHW tensors not written yet: made from their NHWC twin when read
         self.convs: dict[int, tuple] = {}  # NHWC output of a kernel's convolution -> (filter, bias, dense)
@@ -317,25 +315,6 @@ class Part(NamedTuple):
     def builtin(self) -> frozenset:
         """The tensors of operators LiteRT's builtin kernels may run (:attr:`Translation.builtin`)."""
         return frozenset(self.writer.kernel_tensors)
-
-    def between_partitions(self) -> frozenset:
-        """Tensors an operator writes and a later one reads with an operator XNNPACK never takes between them
-        (``splits``, see :mod:`.exact`): values passed from one XNNPACK partition to the next, in LiteRT's arena."""
-        splits = sorted(self.writer.splits)
-        if not splits:
-            return frozenset()
-        made, last = {}, {}
-        for k, o in enumerate(self.writer.operators):
-            for t in o.inputs.tolist():
-                last[t] = k
-            for t in o.outputs.tolist():
-                made.setdefault(t, k)
-        out = set()
-        for t, p in made.items():
-            i = bisect.bisect_right(splits, p)
-            if t in last and i < len(splits) and splits[i] < last[t]:
-                out.add(t)
-        return frozenset(out)
 
     def checkable(self) -> bool:
         """Whether LiteRT's arena can show that XNNPACK took this graph whole once it shares an interpreter: every
