@@ -120,3 +120,19 @@ def test_every_output_comes_back_in_the_methods_order_on_the_shortcut(name):
                 assert g.shape == w.shape and g.dtype == w.dtype
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5 * float(np.abs(w).max()))
     assert counts["direct"] >= 3 * len(calls) - 2
+
+
+def test_a_method_sharing_memory_with_the_programs_other_methods_has_no_shortcut():
+    # memory ids past 1 hold state other methods read (a KV cache): the steps must write it on every call
+    from pterun.config import Settings
+    from pterun.format.schema import ExecutionPlan
+    from pterun.interp.method import MethodRunner
+
+    program = Runtime().load_program(FIXTURES / "xnn_mlp.pte")
+    plan = program._pf.plan(0)
+    alone = MethodRunner(program._pf, plan, Settings(), shared_arenas={})
+    assert alone.direct is not None and not alone.uses_shared_arenas
+    more = ExecutionPlan(plan.name, plan.values, plan.inputs, plan.outputs, plan.chains, plan.operators,
+                         plan.delegates, tuple(plan.buffer_sizes) + (64,))  # an arena of memory id 2
+    shared = MethodRunner(program._pf, more, Settings(), shared_arenas={})
+    assert shared.uses_shared_arenas and shared.direct is None

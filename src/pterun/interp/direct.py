@@ -8,10 +8,12 @@ of a three-layer MLP whose invoke takes 1.2). The direct call copies each input 
 
 It applies when the method's only step is a DelegateCall (or merged call) whose executor offers
 ``call_direct(arrays)`` (:class:`pterun.delegates.xnnpack.litert_engine.plan.LiteRTPlan`), every argument the
-executor reads is one of the method's inputs or a constant of the program, and every output of the method is a
-tensor the executor writes and no input. ``call_direct`` returns None whenever the executor is not in the state it made the shortcut for
-(another input shape, its first call, a forked child, the NumPy fallback): the method then runs its step as
-usual, which writes the method's memory as every call did before. Hooks (``Method.trace``) take the usual path.
+executor reads is one of the method's inputs or a constant of the program, every output of the method is a
+tensor the executor writes and no input, and no memory is shared with the program's other methods (memory ids
+past 1: state another method would read there). ``call_direct`` returns None whenever the executor is not in the
+state it made the shortcut for (another input shape, its first call, a forked child, the NumPy fallback): the
+method then runs its step as usual, which writes the method's memory as every call did before. Hooks
+(``Method.trace``) take the usual path.
 """
 
 from __future__ import annotations

@@ -93,9 +93,10 @@ class MethodRunner:
                                  settings.seed)
         known = folder.constants if folder is not None else \
             {i for i, (tag, d) in enumerate(plan.values) if tag == TENSOR and is_constant(d)}
-        self.direct = bind_direct(self.steps.only_call, tuple(plan.inputs), tuple(plan.outputs), tags,
-                                  lambda slot: values[slot].array if slot in known else None)
         self.uses_shared_arenas = len(plan.buffer_sizes) > 2
+        self.direct = None if self.uses_shared_arenas else \
+            bind_direct(self.steps.only_call, tuple(plan.inputs), tuple(plan.outputs), tags,
+                        lambda slot: values[slot].array if slot in known else None)
         self.loop_budget = self._loop_budget()
         self.instruction_limit = min(MAX_INSTRUCTIONS, self.loop_budget)  # per chain with jumps, per call
         self.lock = threading.Lock()

@@ -50,7 +50,6 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
                 if k.startswith("input") or k in ("filter_id", "bias_id"):
                     self.consumers.setdefault(vid, []).append(n)
 
-
     def allow_builtin(self, first: int) -> None:
         """The operators from index ``first`` on compute a portable operator (:mod:`.lower`, :mod:`.exact`): LiteRT's
         builtin kernels may run them (:attr:`Translation.builtin`)."""
