@@ -177,3 +177,24 @@ def test_fast_steps_run_unwrapped_in_chains_with_jumps():
     assert any(type(s) is JumpFalse for steps in jump_chains for s in steps)
     call = load_calls("cond")[0]
     assert_matches(method.execute(call["inputs"])[0], call["outputs"][0], "cond")
+
+@pytest.mark.parametrize("name", ["aten::add.out", "aten::sub.out", "aten::mul.out", "aten::minimum.out",
+                                  "aten::maximum.out"])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.int8, np.uint8, np.float32])
+def test_integer_and_extreme_fast_paths_equal_the_general_kernel(name, dtype):
+    # T5's relative-position buckets: int64 adds and a minimum between two delegate calls; integers wrap as the
+    # general kernel's NumPy arithmetic does, and minimum / maximum propagate NaN as it does
+    info = np.iinfo(dtype) if np.dtype(dtype).kind in "iu" else None
+    if info is not None:
+        a = rng.integers(info.min, info.max, (3, 4), dtype=dtype, endpoint=True)
+        b = rng.integers(info.min, info.max, (4,), dtype=dtype, endpoint=True)
+    else:
+        a, b = rng.standard_normal((3, 4)).astype(dtype), rng.standard_normal(4).astype(dtype)
+        a[0, 0], b[1] = np.nan, np.nan
+    args = (a, b, 1) if name in ("aten::add.out", "aten::sub.out") else (a, b)
+    out = np.zeros((3, 4), dtype)
+    step = KERNELS[name].specialize(*args, out)
+    assert step is not None, f"{name} on {np.dtype(dtype)}: the fast path should apply"
+    step()
+    np.testing.assert_array_equal(out, _general(name, (*args, out), (3, 4), dtype))
+    assert KERNELS[name].specialize(a, b.astype(np.float64), *args[2:], out) is None  # mixed dtypes: the general kernel

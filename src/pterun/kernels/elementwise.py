@@ -38,7 +38,7 @@ def _check_nonzero(b, what):
         raise ZeroDivisionError(f"{what}: integer division by zero")
 
 
-@register("aten::add.out", specialize=fast.binary(np.add))
+@register("aten::add.out", specialize=fast.binary(np.add, integers=True))
 def add_out(self, other, alpha, out):
     """add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -58,7 +58,7 @@ def add_scalar_out(self, other, alpha, out):
     return a + (_alpha(alpha, ct) * b).astype(ct)  # alpha * other in the compute type, as ExecuTorch
 
 
-@register("aten::sub.out", specialize=fast.binary(np.subtract))
+@register("aten::sub.out", specialize=fast.binary(np.subtract, integers=True))
 def sub_out(self, other, alpha, out):
     """sub.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -85,7 +85,7 @@ def rsub_scalar_out(self, other, alpha, out):
     return b - _alpha(alpha, ct) * a
 
 
-@register("aten::mul.out", specialize=fast.binary(np.multiply))
+@register("aten::mul.out", specialize=fast.binary(np.multiply, integers=True))
 def mul_out(self, other, out):
     """mul.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     a, b, ct = _operands(self, other)
@@ -258,13 +258,13 @@ def _extreme(fn, self, other):
     return fn(a, b)  # np.maximum / np.minimum propagate NaN like max_override / min_override
 
 
-@register("aten::maximum.out")
+@register("aten::maximum.out", specialize=fast.binary(np.maximum, integers=True))
 def maximum_out(self, other, out):
     """maximum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     return _extreme(np.maximum, self, other)
 
 
-@register("aten::minimum.out")
+@register("aten::minimum.out", specialize=fast.binary(np.minimum, integers=True))
 def minimum_out(self, other, out):
     """minimum.out(Tensor self, Tensor other, *, Tensor(a!) out) -> Tensor(a!)"""
     return _extreme(np.minimum, self, other)

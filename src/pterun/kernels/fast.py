@@ -63,15 +63,26 @@ def _broadcasts_to(out, *arrays) -> bool:
         return False
 
 
-def binary(ufunc):
-    """Tensor-tensor arithmetic (add, sub, mul, div) with alpha 1, same float dtype, no broadcast of out."""
+def _same_integer(*arrays) -> bool:
+    d = arrays[0].dtype
+    return d.kind in "iu" and all(isinstance(a, np.ndarray) and a.dtype == d for a in arrays)
+
+
+def binary(ufunc, integers: bool = False):
+    """Tensor-tensor arithmetic (add, sub, mul, div; minimum, maximum) with alpha 1, one float dtype throughout, or
+    with ``integers`` one integer dtype (wrapping as the general kernel's NumPy arithmetic does), no broadcast of
+    out."""
     def spec(general, self, other, *rest):
         out = rest[-1]
         alpha = rest[0] if len(rest) == 2 else 1
-        if alpha != 1 or not isinstance(other, np.ndarray) or not _same_float(self, other, out):
+        if alpha != 1 or not isinstance(other, np.ndarray):
+            return None
+        if not (_same_float(self, other, out) or integers and _same_integer(self, other, out)):
             return None
         if not _broadcasts_to(out, self, other):
             return None
+        if ufunc in (np.minimum, np.maximum):  # NumPy 2 deprecates their positional out
+            return partial(ufunc, self, other, out=out)
         return _step_of(ufunc, self, other, out)
     return spec
 
