@@ -4,77 +4,27 @@ produce, and whole programs that become one LiteRT invocation per call."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 from fixtures_util import FIXTURES, load_calls
+from kernel_nodes import F32, B, Const, Out, needs_litert, rng
+from kernel_nodes import absorbed as _absorbed
+from kernel_nodes import call_args as _call_args
+from kernel_nodes import graph_of as _graph_of
+from kernel_nodes import program as _program
+from kernel_nodes import rand as _x
+from kernel_nodes import run_graph as _run
 from merge_util import merge_over
+from xnn_payloads import out_tensor
 
 from pterun import Runtime
 from pterun.delegates import KernelArg
 from pterun.delegates.xnnpack import XnnpackBackend
-from pterun.delegates.xnnpack.kernel_ops import BITWISE, KERNEL_OPS, bit_for_bit, supports
+from pterun.delegates.xnnpack.kernel_ops import BITWISE, KERNEL_OPS, supports
 from pterun.delegates.xnnpack.merge import CannotMerge
-from pterun.format.schema import BOOL, DELEGATE_CALL, DOUBLE, INT, INT_LIST, NULL, STRING, TENSOR
+from pterun.format.schema import DELEGATE_CALL, DOUBLE, TENSOR
 from pterun.interp.merge import Absorbed, kernel_op
 from pterun.kernels import KERNELS
-from xnn_payloads import out_tensor, tensor
-
-needs_litert = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
-                                  reason="ai-edge-litert is not installed")
-F32, B = np.float32, np.bool_
-rng = np.random.default_rng(7)
-
-
-class Out:
-    """An out argument of the given shape and dtype."""
-
-    def __init__(self, shape, dtype=F32):
-        self.shape, self.dtype = tuple(shape), dtype
-
-
-class Const:
-    """A constant of the program (a weight: read-only)."""
-
-    def __init__(self, array):
-        self.array = np.ascontiguousarray(array)
-
-
-def _program(args: list) -> tuple[list, list, list]:
-    """(values, tags, the instruction's argument slots) for ``args``: arrays become input tensors, :class:`Out`
-    out tensors, :class:`Const` read-only constants, ints, floats, bools, strings and None scalars, tuples of
-    ints int lists."""
-    values, tags, slots = [], [], []
-
-    def add(v, tag) -> int:
-        values.append(v)
-        tags.append(tag)
-        return len(values) - 1
-
-    for a in args:
-        if isinstance(a, np.ndarray):
-            slots.append(add(tensor(a), TENSOR))
-        elif isinstance(a, Const):
-            t = tensor(a.array)
-            t.freeze(a.array.copy())
-            slots.append(add(t, TENSOR))
-        elif isinstance(a, Out):
-            slots.append(add(out_tensor(a.shape, a.dtype), TENSOR))
-        elif isinstance(a, tuple):
-            slots.append(add(tuple(add(int(x), INT) for x in a), INT_LIST))
-        elif a is None:
-            slots.append(add(None, NULL))
-        elif isinstance(a, str):
-            slots.append(add(a, STRING))
-        else:
-            slots.append(add(a, BOOL if isinstance(a, bool) else INT if isinstance(a, int) else DOUBLE))
-    return values, tags, slots
-
-
-def _x(*shape):
-    return rng.standard_normal(shape).astype(F32)
-
 
 _M = _x(2, 4, 8)
 _MASK = rng.random((2, 4, 8)) < 0.5
@@ -146,27 +96,6 @@ CASES = [
 ]
 
 
-def _absorbed(name: str, args: list):
-    values, tags, slots = _program(args)
-    op = kernel_op(KERNELS[name], tuple(slots), values, tags, set())
-    return op, values
-
-
-def _graph_of(op, values):
-    """The merged graph of ``op`` alone, its first output read outside (a layer norm's statistics are not)."""
-    return merge_over([op], {}, lambda slot: slot == op.outputs[0], values)
-
-
-def _run(graph, args, values, engine: str):
-    from pterun.delegates.xnnpack import litert_engine as L
-    from pterun.delegates.xnnpack.numpy_engine import compile_graph
-
-    plan = compile_graph(graph) if engine == "numpy" else L.build(graph)
-    outs = [out_tensor(values[s].shape, values[s].dtype) for s in args[len(graph.inputs):]]
-    plan.execute([values[s] for s in args[:len(graph.inputs)]] + outs)
-    return plan, outs[0].array
-
-
 def test_every_operator_held_as_a_kernel_has_a_lowering_and_a_case():
     from pterun.delegates.xnnpack.litert_engine.lower import EMIT
 
@@ -193,43 +122,6 @@ def test_a_kernel_node_gives_the_portable_kernels_numbers(name, args, engine):
     else:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
 
-
-def _call_args(args):
-    """The arguments the interpreter would pass the kernel: arrays, Python scalars, out arrays."""
-    return [np.empty(a.shape, a.dtype) if isinstance(a, Out) else a.array if isinstance(a, Const) else a
-            for a in args]
-
-
-@needs_litert
-@pytest.mark.parametrize("shape, normalized, affine", [
-    ((16, 64), (64,), (True, True)), ((2, 3, 255), (255,), (True, False)), ((3, 4, 8), (4, 8), (False, False)),
-    ((5, 1), (1,), (False, True)), ((1, 200), (200,), (True, True)),
-], ids=["bert-rows", "255-wide-weight-only", "two-dims", "one-element", "one-row"])
-def test_a_layer_norm_that_must_be_bit_for_bit_gives_executorchs_scalar_loop_on_litert(shape, normalized, affine):
-    import pterun.delegates.xnnpack as X
-
-    # sums left to right, var = E[x^2] - mean^2, a correctly rounded sqrt: on rows with large offsets the plain
-    # lowering (MEAN of centred squares, XNNPACK's square root) misses by ulps in most rows
-    n = int(np.prod(normalized))
-    weight, bias = (_x(*normalized) if on else None for on in affine)
-    stats = shape[:len(shape) - len(normalized)] + (1,) * len(normalized)
-    mismatched = 0
-    for trial in range(12):
-        scale = 10.0 ** (trial / 2 - 2)
-        x = ((_x(*shape) + rng.uniform(-4, 4)) * scale).astype(F32)
-        args = [x, normalized, weight, bias, 1e-5, Out(shape), Out(stats), Out(stats)]
-        op, values = _absorbed("aten::native_layer_norm.out", args)
-        assert bit_for_bit("aten::native_layer_norm.out", op.attrs["args"]) == (n < 256)
-        graph, slots = _graph_of(op, values)
-        X._check_rounding(graph, exact=True)
-        plan, got = _run(graph, slots, values, "litert")
-        assert plan.engine == "litert"
-        want = KERNELS["aten::native_layer_norm.out"].fn(*_call_args(args))[0]
-        np.testing.assert_array_equal(got, want)
-        plain, _ = _graph_of(op, values)  # unmarked: the plain lowering
-        mismatched += not np.array_equal(_run(plain, slots, values, "litert")[1], want)
-    if n >= 8:
-        assert mismatched  # the test can tell the two lowerings apart
 
 @pytest.mark.parametrize("name, args, why", [
     ("aten::add.out", [_M, _M, 2, Out((2, 4, 8))], "alpha 2"),
@@ -324,39 +216,6 @@ def test_runs_begin_at_the_operators_right_before_their_first_call():
     assert leading and all(r.parts[0].op == "kernel" for r in leading)
     chain = method._runner.plan.chains[0]
     assert all(chain[r.start].kind != DELEGATE_CALL for r in leading)
-
-
-def _ln_args(n: int, rows: int = 2):
-    x = KernelArg(False, 0, (rows, n), np.dtype(F32))
-    return (x, (n,), None, None, 1e-5, x._replace(out=True), x._replace(out=True, index=1, shape=(rows, 1)),
-            x._replace(out=True, index=2, shape=(rows, 1)))
-
-
-def test_a_dynamically_quantized_graph_holds_only_the_kernels_that_are_bit_for_bit():
-    import pterun.delegates.xnnpack as X
-    from pterun.delegates.xnnpack import graph as G
-
-    def graph(op: str, args: tuple, quantized: bool) -> G.Graph:
-        x = G.Value(0, G.QDINT8 if quantized else G.FP32, (2, 8), None, 0, None, None)
-        y = G.Value(1, G.FP32, (2, 8), None, 0, None, None)
-        node = G.Node(0, G.KERNEL, "Kernel", {"input1_id": 0, "output_id": 1, "op": op, "args": args}, -np.inf,
-                      np.inf, None)
-        return G.Graph({0: x, 1: y}, [node], 0)
-
-    ln = "aten::native_layer_norm.out"
-    plain = graph(ln, _ln_args(256), quantized=False)
-    X._check_rounding(plain, exact=False)
-    assert "bitwise" not in plain.nodes[0].fields  # the plain lowering, within the float tolerance
-    for exact, quantized in ((False, True), (True, False), (True, True)):
-        g = graph(ln, _ln_args(255), quantized)  # ExecuTorch's scalar loop: a bit-for-bit lowering exists
-        X._check_rounding(g, exact)
-        assert g.nodes[0].fields["bitwise"] is True
-        g = graph("aten::mul.Scalar_out", (None, 0.5, None), quantized)
-        X._check_rounding(g, exact)
-        assert g.nodes[0].fields["bitwise"] is True
-        with pytest.raises(CannotMerge, match="aten::native_layer_norm.out is not bit for bit the portable "
-                                              "kernel's, and the graph quantizes activations dynamically"):
-            X._check_rounding(graph(ln, _ln_args(256), quantized), exact)  # vectorised moments from 256 on
 
 
 @needs_litert
@@ -454,44 +313,6 @@ def test_portable_runs_with_more_weights_than_the_bound_stay_on_the_numpy_kernel
     assert not method._runner.merged and all(ev.kind == "KernelCall" for ev in method.steps)
     for call in load_calls("mlp"):
         np.testing.assert_allclose(method.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
-
-
-def test_a_method_that_quantizes_dynamically_holds_only_bit_for_bit_kernels_in_any_run():
-    # one ulp anywhere upstream of an 8da4w delegate can move a rounding tie of its quantization: swin_t 8da4w's
-    # output moved 1.3e-2 of scale when a layer norm ran in a run of its own, outside any quantized graph
-    wide = _x(2, 256)
-    ln, _ = _absorbed("aten::native_layer_norm.out", [wide, (256,), None, None, 1e-5, Out((2, 256)), Out((2, 1)),
-                                                      Out((2, 1))])
-    narrow, _ = _absorbed("aten::native_layer_norm.out", [wide[:, :255].copy(), (255,), None, None, 1e-5,
-                                                          Out((2, 255)), Out((2, 1)), Out((2, 1))])
-    softmax, _ = _absorbed("aten::_softmax.out", [_M, -1, False, Out((2, 4, 8))])
-    mul, _ = _absorbed("aten::mul.Scalar_out", [_M, 0.5, Out((2, 4, 8))])
-    backend = XnnpackBackend()
-    assert all(backend.absorbs(op) for op in (ln, narrow, softmax, mul))
-    assert not backend.absorbs(ln, exact=True) and not backend.absorbs(softmax, exact=True)
-    assert backend.absorbs(narrow, exact=True) and backend.absorbs(mul, exact=True)
-    assert backend.quantizes((FIXTURES / "xnn_8da4w.pte").read_bytes()) is False  # a whole file is no payload
-    from pterun.format.program import read_program
-
-    pf = read_program((FIXTURES / "xnn_8da4w.pte").read_bytes())
-    plan = pf.plan(0)
-    assert backend.quantizes(pf.delegate_blob(plan.delegates[0]))
-    pf = read_program((FIXTURES / "xnn_transformer.pte").read_bytes())
-    assert not any(backend.quantizes(pf.delegate_blob(d)) for d in pf.plan(0).delegates)
-
-
-@needs_litert
-def test_the_transformer_as_if_it_quantized_dynamically_merges_only_bit_for_bit_kernels(monkeypatch):
-    monkeypatch.setattr(XnnpackBackend, "quantizes", lambda self, blob: True)
-    method = Runtime().load_program(FIXTURES / "xnn_transformer.pte").load_method("forward")
-    held = {p.attrs["name"] for m in method._runner.merged.values() for p in m.run.parts
-            if getattr(p, "op", None) == "kernel"}
-    kernels = [p for m in method._runner.merged.values() for p in m.run.parts if getattr(p, "op", None) == "kernel"]
-    assert all(bit_for_bit(p.attrs["name"], p.attrs["args"]) for p in kernels)
-    assert "aten::native_layer_norm.out" in held and held - {"aten::native_layer_norm.out"} <= BITWISE
-    for call in load_calls("xnn_transformer"):
-        (got,) = method.execute(call["inputs"])
-        np.testing.assert_allclose(got, call["outputs"][0], rtol=1e-5, atol=1e-5)
 
 
 def _const_kernel(ins, outs, consts):
