@@ -126,23 +126,20 @@ def sum_in_order(x: np.ndarray, axes, dtype: np.dtype, keepdims: bool = False) -
     That is how ExecuTorch's portable reductions and norms sum (a running total); NumPy's own sums are pairwise
     and differ from it in the last bits, which a later rounding (a dynamic int8 quantization) can magnify.
     """
-    if axes is not None and len(axes) == 1 and axes[0] == x.ndim - 1 and x.shape[-1] and x.ndim > 1:
-        # the last dim alone (RMSNorm's mean, a layer norm's rows): the running sum's last column
-        total = np.add.accumulate(x, axis=-1, dtype=dtype)[..., -1]
-        return total[..., None] if keepdims else total
     axes = tuple(range(x.ndim)) if axes is None else tuple(axes)
-    kept = [a for a in range(x.ndim) if a not in axes]
-    n = math.prod(x.shape[a] for a in axes)
-    if axes == tuple(range(len(kept), x.ndim)):  # the trailing dims (a norm's): rows without a transpose
-        rows = x.reshape(x.shape[:len(kept)] + (n,))
+    k = x.ndim - len(axes)
+    trailing = axes == tuple(range(k, x.ndim))
+    if trailing:  # the last dims (a norm's rows, RMSNorm's mean): rows without a transpose
+        lead, n = x.shape[:k], math.prod(x.shape[k:])
+        rows = x if len(axes) == 1 else x.reshape(lead + (n,))
     else:
-        rows = np.transpose(x, kept + list(axes)).reshape([x.shape[a] for a in kept] + [n])
-    if n == 0:
-        total = np.zeros(rows.shape[:-1], dtype)
-    else:
-        total = accumulate(np.add, rows, -1, dtype)[..., -1]
+        kept = [a for a in range(x.ndim) if a not in axes]
+        lead, n = tuple(x.shape[a] for a in kept), math.prod(x.shape[a] for a in axes)
+        rows = np.transpose(x, kept + list(axes)).reshape(lead + (n,))
+    total = np.zeros(lead, dtype) if n == 0 else accumulate(np.add, rows, -1, dtype)[..., -1]
     if keepdims:
-        total = total.reshape([1 if a in axes else x.shape[a] for a in range(x.ndim)])
+        total = total.reshape(lead + (1,) * len(axes) if trailing else
+                              [1 if a in axes else x.shape[a] for a in range(x.ndim)])
     return total
 
 
