@@ -228,8 +228,7 @@ def _replay_constants(items, deferred: set, named_outside) -> list:
     for k, (pc, p) in enumerate(items):
         if not _is_kernel(p):
             continue
-        tensors = [(a, slot) for a, slot in zip((x for x in p.attrs["args"] if isinstance(x, KernelArg) and not x.out),
-                                                p.inputs)]
+        tensors = list(zip((x for x in p.attrs["args"] if isinstance(x, KernelArg) and not x.out), p.inputs))
         if tensors and all(a.const or slot in made for a, slot in tensors):
             const_items[k] = {made[slot] for a, slot in tensors if slot in made}
             for slot in p.outputs:
