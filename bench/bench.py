@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/bench.py --ref .ref/bin/python            # everything (exports models if missing)
     .venv/bin/python bench/bench.py --ref none                       # pterun alone
+    .venv/bin/python bench/bench.py --peer .peer/bin/python          # + executorch-numpy-runtime (configuration peer)
     .venv/bin/python bench/bench.py --models 'resnet18_*' mlp_portable --rounds 5
     .venv/bin/python bench/bench.py --profile                        # + per-operator profile of pterun
     .venv/bin/python bench/bench.py --list                           # the model names
@@ -13,7 +14,9 @@ median over rounds of each process's own numbers (median, p90, first call, load,
 of the first round are compared (same seeded random inputs in both processes). It writes ``OUT/results.md``,
 ``OUT/results.json`` and ``OUT/ratios.png`` (if matplotlib is importable here), and with ``--profile``
 ``OUT/profile.md``. This script never imports torch (run it with the dev venv); only the reference processes
-and ``bench/export_models.py`` do.
+and ``bench/export_models.py`` do. With ``--peer PY``, the configuration ``peer`` runs executorch-numpy-runtime
+(ExecuTorch's C++ runtime with NumPy I/O) with that interpreter, paired with ExecuTorch on all cores and with
+pterun's configurations on all cores.
 """
 
 from __future__ import annotations
@@ -34,7 +37,8 @@ from pathlib import Path
 import numpy as np
 
 from catalog import EXPORT, all_models, build_parser, chosen, pte_models, shown
-from configs import DEFAULT_CONFIGS, Config, config_env, describe_config, pair_of, parse_config  # noqa: F401
+from configs import (DEFAULT_CONFIGS, Config, chosen_configs, config_env, describe_config, pair_of,  # noqa: F401
+                     parse_config, peer_pair_of)
 from report import (fmt_mb, fmt_t, med, model_targets, profile_section, ratio, update_readme,
                     write_reports)
 
@@ -102,10 +106,26 @@ def run_process(python: str, cfg: Config, pte: Path, args, save: Path | None, en
         if line.startswith(MARK):
             res = json.loads(line[len(MARK):])
             res["process_wall_s"] = wall
+            if cfg.is_peer and "error" in res and peer_log_reason(p.stderr or ""):
+                res["error_reason"] = peer_log_reason(p.stderr)  # its exception says "failed"; its log says why
             return res
     tail = (p.stderr or p.stdout or "").strip().splitlines()[-3:]
-    return {"runtime": cfg.runtime, "error_type": f"exit {p.returncode}", "error": " | ".join(tail)[-500:],
-            "process_wall_s": wall}
+    res = {"runtime": cfg.runtime, "error_type": f"exit {p.returncode}", "error": " | ".join(tail)[-500:],
+           "process_wall_s": wall}
+    if cfg.is_peer and peer_log_reason(p.stderr or ""):  # a crash: ExecuTorch's log says why
+        res["error_reason"] = peer_log_reason(p.stderr)
+    return res
+
+
+def peer_log_reason(stderr: str) -> str:
+    """Why executorch-numpy-runtime failed, from ExecuTorch's error log on its stderr (``E 00:00:00.07 file:line]
+    message`` lines; its exceptions say only ``execute('forward') failed``): the missing operators, else the
+    last error message; '' when it logged none."""
+    msgs = [ln.split("] ", 1)[1].strip() for ln in stderr.splitlines() if ln.startswith("E ") and "] " in ln]
+    missing = [m.rsplit(" ", 1)[-1] for m in msgs if m.startswith("Missing operator:")]
+    if missing:
+        return "missing operators: " + ", ".join(dict.fromkeys(missing))
+    return msgs[-1] if msgs else ""
 
 
 def engine_mismatch(cfg: Config, res: dict) -> str | None:
@@ -152,17 +172,27 @@ def compare_outputs(a_path: Path, b_path: Path):
     return worst
 
 
-KEYS = ("median_s", "p90_s", "min_s", "first_call_s", "load_s", "import_s", "peak_rss_mb", "rss_after_import_mb")
+KEYS = ("median_s", "p90_s", "min_s", "first_call_s", "load_s", "load_first_s", "import_s", "peak_rss_mb",
+        "rss_after_import_mb")
+
+
+def value(res: dict, key: str):
+    """One number of a process's result; ``load_first_s`` is load + first call, the figure that compares with a
+    runtime whose load is lazy (the peer's method is loaded in its first call)."""
+    if key == "load_first_s":
+        a, b = res.get("load_s"), res.get("first_call_s")
+        return None if a is None or b is None else a + b
+    return res.get(key)
 
 
 def aggregate(results: list[dict]) -> dict | None:
     ok = [r for r in results if "error_type" not in r]
     if not ok:
         return None
-    agg = {k: med(r.get(k) for r in ok) for k in KEYS}
+    agg = {k: med(value(r, k) for r in ok) for k in KEYS}
     agg["rounds"] = len(ok)
     agg["calls"] = sum(r.get("calls", 0) for r in ok)
-    for k in ("instructions", "plan_instructions", "inputs", "engines", "threads", "delegate_calls"):
+    for k in ("instructions", "plan_instructions", "inputs", "engines", "threads", "delegate_calls", "load_lazy"):
         agg[k] = ok[0].get(k)
     return agg
 
@@ -173,6 +203,9 @@ def error_label(results: list[dict]) -> str | None:
         return None
     e = errs[0]
     msg = e.get("error", "")
+    if e.get("runtime") == "peer":  # what the peer could not load or run: its reason, never numbers
+        why = " ".join((e.get("error_reason") or f"{e['error_type']}: {msg}").split()).replace("|", "/")
+        return f"n/a ({why[:157] + '...' if len(why) > 160 else why})"
     if e["error_type"] == "DelegateError" and ("not available" in msg or "XnnpackBackend" in msg):
         return "n/a (XNNPACK delegate not available)"
     if e["error_type"] == "EngineUnavailable":
@@ -225,7 +258,7 @@ def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Pat
         for cfg in order:
             if cfg.name in failed:
                 continue
-            py = args.ref if cfg.is_ref else args.py
+            py = {"executorch": args.ref, "peer": getattr(args, "peer", None)}.get(cfg.runtime, args.py)
             save = tmp / f"{name}.{cfg.name}.npz" if r == 0 else None
             res = run_process(py, cfg, pte, args, save, env, cache_dir=cache_dir)
             why = engine_mismatch(cfg, res)
@@ -236,7 +269,8 @@ def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Pat
             per[cfg.name].append(res)
             if "error_type" in res:
                 failed.add(cfg.name)  # deterministic failures (missing delegate/operator/engine): do not retry
-                log(f"  round {r + 1} {cfg.name:10s} {res['error_type']}: {res['error'][:160]}")
+                log(f"  round {r + 1} {cfg.name:10s} {res['error_type']}: {res['error'][:160]}"
+                    + (f" ({res['error_reason'][:160]})" if res.get("error_reason") else ""))
             else:
                 log(f"  round {r + 1} {cfg.name:10s} median {fmt_t(res['median_s']):>10s}  p90 "
                     f"{fmt_t(res['p90_s']):>10s}  first {fmt_t(res['first_call_s']):>10s}  load "
@@ -255,16 +289,22 @@ def bench_model(name: str, pte: Path, configs: list[Config], args, env, tmp: Pat
         a, b = tmp / f"{name}.{cfg.name}.npz", tmp / f"{name}.{ref.name}.npz"
         if a.exists() and b.exists():
             errs[cfg.name] = compare_outputs(a, b)
+    errs_peer = {}  # pterun against the peer, where they pair
+    for cfg in run:
+        peer = peer_pair_of(cfg, run)
+        a, b = tmp / f"{name}.{cfg.name}.npz", tmp / f"{name}.{peer.name if peer else ''}.npz"
+        if peer and a.exists() and b.exists():
+            errs_peer[cfg.name] = compare_outputs(a, b)
     row = {"model": name, "pte": shown(pte),
            "xnnpack": xnn, "configs": [c.name for c in run],
            "agg": {c.name: aggregate(per[c.name]) for c in run},
            "errors": {c.name: error_label(per[c.name]) for c in run},
-           "max_rel_err": errs, "raw": per, "seconds": time.perf_counter() - t_start}
+           "max_rel_err": errs, "max_rel_err_peer": errs_peer, "raw": per, "seconds": time.perf_counter() - t_start}
     finish_row(row)
     return row
 
 
-RATIO_KEYS = ("median_s", "p90_s", "first_call_s", "load_s", "import_s", "peak_rss_mb")
+RATIO_KEYS = ("median_s", "p90_s", "first_call_s", "load_s", "load_first_s", "import_s", "peak_rss_mb")
 
 
 def finish_row(row) -> None:
@@ -273,17 +313,21 @@ def finish_row(row) -> None:
     row["pairs"] = {c.name: (pair_of(c, configs).name if pair_of(c, configs) else None) for c in configs}
     row["ratios"] = {c: paired_ratios(row["raw"].get(c, []), row["raw"].get(p, [])) for c, p in row["pairs"].items()
                      if p}
-    row["targets"] = {c: model_targets(row, c) for c in row["pairs"] if not parse_config(c).is_ref}
+    # the third set: pterun against the peer (executorch-numpy-runtime), at the same (all the cores) thread count
+    row["peer_pairs"] = {c.name: peer_pair_of(c, configs).name for c in configs if peer_pair_of(c, configs)}
+    row["peer_ratios"] = {c: paired_ratios(row["raw"].get(c, []), row["raw"].get(p, []))
+                          for c, p in row["peer_pairs"].items()}
+    row["targets"] = {c: model_targets(row, c) for c in row["pairs"] if parse_config(c).is_pterun}
 
 
 def paired_ratios(pt_raw: list[dict], ref_raw: list[dict]) -> dict:
-    """pterun/reference ratio of each key: the median over rounds of the ratio within a round (both processes
-    ran in the same round, so they saw about the same machine load); without such pairs, None."""
+    """pterun/reference (or any a/b) ratio of each key: the median over rounds of the ratio within a round (both
+    processes ran in the same round, so they saw about the same machine load); without such pairs, None."""
     pts = {r["round"]: r for r in pt_raw if "error_type" not in r}
     refs = {r["round"]: r for r in ref_raw if "error_type" not in r}
     out = {}
     for k in RATIO_KEYS:
-        rs = [ratio(pts[n].get(k), refs[n].get(k)) for n in sorted(pts) if n in refs]
+        rs = [ratio(value(pts[n], k), value(refs[n], k)) for n in sorted(pts) if n in refs]
         out[k] = med(rs)
     out["rounds_paired"] = len([n for n in pts if n in refs])
     return out
@@ -303,9 +347,13 @@ def git_commit() -> str:
         return "?"
 
 
-def resolve_ref(value: str | None) -> str | None:
+def resolve_ref(value: str | None, flag: str = "--ref", venv: str = ".ref") -> str | None:
+    """The interpreter ``--ref`` (or ``--peer``) names: ``auto``, ``REPO/<venv>/bin/python`` if it exists; None
+    for none (also for no ``--peer``: the peer runs only when asked for)."""
+    if value is None and flag != "--ref":
+        return None
     if value in (None, "auto"):
-        cand = REPO / ".ref" / "bin" / "python"
+        cand = REPO / venv / "bin" / "python"
         return str(cand) if cand.exists() else None
     if value.lower() in ("none", "no", ""):
         return None
@@ -313,7 +361,7 @@ def resolve_ref(value: str | None) -> str | None:
     if not p.is_absolute():
         p = (Path.cwd() / p)
     if not p.exists():
-        raise SystemExit(f"bench.py: --ref {value}: no such interpreter")
+        raise SystemExit(f"bench.py: {flag} {value}: no such interpreter")
     return str(p)
 
 
@@ -322,13 +370,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.report:
         return rerender(args)
+    args.ref = resolve_ref(args.ref)
+    args.peer = resolve_ref(args.peer, "--peer", ".peer")
     try:
-        configs = [parse_config(c) for c in dict.fromkeys(args.configs)]
+        configs = chosen_configs(args, print)
     except ValueError as e:
         ap.error(str(e))
-    args.ref = resolve_ref(args.ref)
-    if not args.ref:
-        configs = [c for c in configs if not c.is_ref]
     models, extra = all_models(), pte_models(args.pte, ap.error)
     models.update(extra)
     if args.list:
@@ -362,10 +409,12 @@ def main(argv=None) -> int:
             "commit": git_commit(), "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
             "command": "python bench/bench.py " + " ".join(shlex.quote(a) for a in (argv if argv is not None
                                                                                     else sys.argv[1:])),
-            "reference": args.ref, "pterun_python": args.py, "rounds": args.rounds, "budget_s": args.budget,
+            "reference": args.ref, "peer": args.peer, "pterun_python": args.py, "rounds": args.rounds,
+            "budget_s": args.budget,
             "configs": [c.name for c in configs], "cpu": cpu_model(),
             "pterun_src": "live src/" if args.live_src else "byte-compiled copy of src/ taken at start"}
-    log(f"pterun: {args.py}; reference: {args.ref or 'none (pterun alone)'}; {len(wanted)} models, "
+    log(f"pterun: {args.py}; reference: {args.ref or 'none (pterun alone)'}"
+        + (f"; peer: {args.peer}" if args.peer else "") + f"; {len(wanted)} models, "
         f"{args.rounds} rounds; configurations {', '.join(c.name for c in configs)}; CPU {meta['cpu']}")
     processes, guess = estimate_s(models, wanted, configs, args)
     log(f"estimate: {processes} processes of about {args.budget + PROCESS_OVERHEAD_S:.0f} s each, about "

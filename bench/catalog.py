@@ -77,6 +77,9 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ref", default="auto", help="python of the reference venv (torch + executorch); 'auto' "
                     "(default) uses .ref/bin/python if it exists, 'none' times pterun alone")
+    ap.add_argument("--peer", default=None, metavar="PY", help="python of a venv with executorch-numpy-runtime "
+                    "(ExecuTorch's C++ runtime with NumPy I/O, Python 3.12+): runs the configuration 'peer' with it, "
+                    "added to the default --configs; 'auto' uses .peer/bin/python if it exists; default: no peer")
     ap.add_argument("--py", default=sys.executable, help="python that runs pterun (default: this one)")
     ap.add_argument("--rounds", type=int, default=3, help="processes per runtime and model (default 3)")
     ap.add_argument("--models", nargs="*", help="model names or globs (default: all available); see --list")
@@ -90,11 +93,13 @@ def build_parser(doc: str) -> argparse.ArgumentParser:
     ap.add_argument("--model-budget", type=float, default=120.0,
                     help="seconds per model after which no further round starts (default 120)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before a process is abandoned")
-    ap.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS, metavar="CONFIG",
-                    help="the configurations to run side by side (default: %(default)s): 'defaults' (pterun with no "
-                    "thread or engine setting), ENGINE-Nt (PTERUN_ENGINE=ENGINE PTERUN_NUM_THREADS=N; ENGINE in "
+    ap.add_argument("--configs", nargs="+", default=None, metavar="CONFIG",
+                    help=f"the configurations to run side by side (default: {' '.join(DEFAULT_CONFIGS)}, and 'peer' "
+                    "with --peer): 'defaults' (pterun with no thread or engine setting), 'cached' (the defaults with "
+                    "the packed-weight cache), ENGINE-Nt (PTERUN_ENGINE=ENGINE PTERUN_NUM_THREADS=N; ENGINE in "
                     "numpy, litert, auto), ref-Nt (ExecuTorch with an N-thread threadpool), 'ref' (ExecuTorch as it "
-                    "comes). Every process starts with the thread and engine variables removed from the environment")
+                    "comes), 'peer' (executorch-numpy-runtime as it comes: needs --peer). Every process starts with "
+                    "the thread and engine variables removed from the environment")
     ap.add_argument("--profile", action="store_true", help="also profile pterun per operator (OUT/profile.md)")
     ap.add_argument("--no-export", action="store_true", help="do not export missing models")
     ap.add_argument("--live-src", action="store_true", help="import pterun from src/ as it is when each process "

@@ -1,6 +1,7 @@
 """Benchmark configurations: one way of running a model, a runtime plus the environment its process gets.
 
-Shared by ``bench.py`` and ``llm_bench.py`` (both re-export these names from ``bench``)::
+Shared by ``bench.py`` and ``llm_bench.py`` (both re-export these names from ``bench``; ``llm_bench.py`` refuses
+``peer``, which has no LLM operators)::
 
     >>> parse_config("litert-2t").env
     (('PTERUN_ENGINE', 'litert'), ('PTERUN_NUM_THREADS', '2'))
@@ -27,8 +28,8 @@ ENGINES = ("numpy", "litert", "auto")
 
 @dataclass(frozen=True)
 class Config:
-    name: str  # "defaults", "numpy-2t", "litert-1t", "ref-2t", ...
-    runtime: str  # "pterun" or "executorch"
+    name: str  # "defaults", "numpy-2t", "litert-1t", "ref-2t", "peer", ...
+    runtime: str  # "pterun", "executorch" or "peer" (executorch-numpy-runtime, bench.py --peer)
     env: tuple  # ((variable, value), ...) set on top of the cleaned environment
     threads: int | None  # None: the runtime's own default
     engine: str | None  # the engine asked for (pterun), None: not set
@@ -37,10 +38,20 @@ class Config:
     def is_ref(self) -> bool:
         return self.runtime == "executorch"
 
+    @property
+    def is_peer(self) -> bool:
+        return self.runtime == "peer"
+
+    @property
+    def is_pterun(self) -> bool:
+        return self.runtime == "pterun"
+
 
 def parse_config(name: str) -> Config:
-    """``defaults`` | ``cached`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref``: a
-    :class:`Config`."""
+    """``defaults`` | ``cached`` | ``ENGINE-Nt`` (ENGINE in numpy, litert, auto) | ``ref-Nt`` | ``ref`` | ``peer``:
+    a :class:`Config`."""
+    if name == "peer":  # executorch-numpy-runtime as it comes: it has no thread setting (its pool is the cores)
+        return Config(name, "peer", (), None, None)
     if name == "defaults":
         return Config(name, "pterun", (), None, None)
     if name == "cached":  # the defaults with the packed-weight cache on, warm
@@ -49,9 +60,12 @@ def parse_config(name: str) -> Config:
         return Config(name, "executorch", (), None, None)
     head, _, tail = name.rpartition("-")
     if not (tail.endswith("t") and tail[:-1].isdigit() and int(tail[:-1]) >= 1):
-        raise ValueError(f"configuration {name!r}: expected 'defaults', 'cached', 'ref', 'ref-<N>t' or "
+        raise ValueError(f"configuration {name!r}: expected 'defaults', 'cached', 'peer', 'ref', 'ref-<N>t' or "
                          f"'<engine>-<N>t' with engine in {', '.join(ENGINES)}")
     n = int(tail[:-1])
+    if head == "peer":
+        raise ValueError(f"configuration {name!r}: executorch-numpy-runtime has no thread setting (its XNNPACK "
+                         f"threadpool is the cores); use 'peer'")
     if head == "ref":
         # ExecuTorch's threadpool is resized by run_one.py right after the import (BENCH_REF_THREADS); its
         # portable/optimized kernels may use OpenMP: held at the same count
@@ -63,9 +77,9 @@ def parse_config(name: str) -> Config:
 
 
 def pair_of(cfg: Config, configs: list[Config]) -> Config | None:
-    """The reference configuration a pterun configuration is compared with: the same thread count; for
-    ``defaults``, the reference as it comes (``ref``), else the reference on all the cores (ExecuTorch's own
-    default threadpool size is the number of cores)."""
+    """The reference configuration a pterun (or the peer's) configuration is compared with: the same thread
+    count; for ``defaults`` and ``peer``, the reference as it comes (``ref``), else the reference on all the cores
+    (ExecuTorch's own default threadpool size is the number of cores)."""
     refs = {c.name: c for c in configs if c.is_ref}
     if cfg.is_ref or not refs:
         return None
@@ -75,6 +89,30 @@ def pair_of(cfg: Config, configs: list[Config]) -> Config | None:
                 return refs[cand]
         return None
     return refs.get(f"ref-{cfg.threads}t")
+
+
+def peer_pair_of(cfg: Config, configs: list[Config]) -> Config | None:
+    """The ``peer`` configuration a pterun configuration is compared with: the peer runs on all the cores, so
+    only pterun's own default (no thread setting) and ``ENGINE-<cores>t`` pair with it."""
+    peer = next((c for c in configs if c.is_peer), None)
+    if peer is None or not cfg.is_pterun:
+        return None
+    return peer if cfg.threads in (None, os.cpu_count()) else None
+
+
+def chosen_configs(args, log) -> list[Config]:
+    """The configurations to run: ``--configs`` (default: :data:`DEFAULT_CONFIGS`, plus ``peer`` when ``--peer``
+    names an interpreter), less the reference's without ``--ref`` and ``peer`` without ``--peer``."""
+    names = args.configs or DEFAULT_CONFIGS + (["peer"] if args.peer else [])
+    configs = [parse_config(c) for c in dict.fromkeys(names)]  # ValueError for a bad name
+    if not args.ref:
+        configs = [c for c in configs if not c.is_ref]
+    if not args.peer and any(c.is_peer for c in configs):
+        log("(no --peer interpreter: configuration 'peer' skipped; --peer PY runs it, see bench/README.md)")
+        configs = [c for c in configs if not c.is_peer]
+    elif args.peer and not any(c.is_peer for c in configs):
+        log("(--peer given, but 'peer' is not among --configs: the peer does not run)")
+    return configs
 
 
 def config_env(base: dict, cfg: Config, cache_dir: str = "") -> dict:
@@ -90,6 +128,9 @@ def describe_config(cfg: Config) -> str:
     if cfg.name == "cached":
         return ("pterun's defaults with the packed-weight cache on (`PTERUN_CACHE_DIR`), filled by two untimed "
                 "loads first")
+    if cfg.is_peer:
+        return ("executorch-numpy-runtime (ExecuTorch 1.3.1's C++ runtime, NumPy I/O) as it comes: no thread "
+                "setting, its XNNPACK threadpool is the cores; its `load_method` is lazy (see `load`)")
     if cfg.is_ref:
         return ("ExecuTorch 1.5.1 as it comes" if cfg.threads is None else
                 f"ExecuTorch, threadpool of {cfg.threads}")

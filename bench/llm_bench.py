@@ -19,11 +19,11 @@ Models:
 
 Configurations (``--configs``), as in ``bench/bench.py``: ``defaults`` (pterun with no thread or engine setting),
 ``numpy-Nt`` / ``litert-Nt`` (``PTERUN_ENGINE``, ``PTERUN_NUM_THREADS=N``), ``ref-Nt`` (ExecuTorch with its
-threadpool resized to N right after import). Every process starts with the thread/engine variables removed
-from the environment. Each (model, configuration) runs in a fresh process, ``--rounds`` times, the order
-reversed every other round. In the process: construct the runner (``load``), one short warm-up generation,
-``reset()``, then one timed greedy generation, timed from its ``Stats`` (the same fields and formulas for both
-runtimes):
+threadpool resized to N right after import); not ``peer`` (bench.py's executorch-numpy-runtime, which has no
+LLM operators: refused). Every process starts with the thread/engine variables removed from the environment.
+Each (model, configuration) runs in a fresh process, ``--rounds`` times, the order reversed every other round.
+In the process: construct the runner (``load``), one short warm-up generation, ``reset()``, then one timed
+greedy generation, timed from its ``Stats`` (the same fields and formulas for both runtimes):
 
 * ``ttft``: ``first_token_ms - inference_start_ms`` (tokenize + prefill + first sample);
 * ``prefill tok/s``: prompt tokens / ttft;  ``decode tok/s``: decode steps / (``inference_end_ms -
@@ -338,6 +338,10 @@ def main(argv=None) -> int:
         configs = [parse_config(c) for c in dict.fromkeys(args.configs)]
     except ValueError as e:
         ap.error(str(e))
+    if any(c.is_peer for c in configs):
+        ap.error("configuration 'peer' (executorch-numpy-runtime) cannot run here: it has no LLM operators (no "
+                 "llama:: custom ops such as llama::custom_sdpa and llama::update_cache) and no text runner; it runs "
+                 "in bench/bench.py (--peer PY)")
     if not Path(args.ref).exists():
         print(f"no reference python at {args.ref}: pterun alone (--ref PATH)", flush=True)
         configs = [c for c in configs if not c.is_ref]

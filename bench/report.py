@@ -126,17 +126,18 @@ def model_targets(row, cfg: str) -> list[dict]:
 
 
 def _pt_configs(rows, order=()) -> list[str]:
-    seen = [c for c in order if not parse_config(c).is_ref]
+    """pterun's configurations in the run, in order."""
+    seen = [c for c in order if parse_config(c).is_pterun]
     for row in rows:
         for c in row["configs"]:
-            if not parse_config(c).is_ref and c not in seen:
+            if parse_config(c).is_pterun and c not in seen:
                 seen.append(c)
     return seen
 
 
 def global_targets(rows: list[dict]) -> tuple[list[dict], dict]:
     out, extra = [], {}
-    pt_imports = [r["import_s"] for row in rows for c, rs in row["raw"].items() if not parse_config(c).is_ref
+    pt_imports = [r["import_s"] for row in rows for c, rs in row["raw"].items() if parse_config(c).is_pterun
                   for r in rs if "import_s" in r]
     ref_imports = [r["import_s"] for row in rows for c, rs in row["raw"].items() if parse_config(c).is_ref
                    for r in rs if "import_s" in r]
@@ -164,7 +165,7 @@ def global_targets(rows: list[dict]) -> tuple[list[dict], dict]:
                 fits[c] = (a["median_s"] - slope * n1, slope)
         extra["per_call_fit"] = fits
         for c, (fixed, slope) in fits.items():
-            if parse_config(c).is_ref:
+            if not parse_config(c).is_pterun:
                 continue
             out.append({"target": f"{c}: per-call fixed overhead ≤ 20 µs (fit of few_ops/many_ops)",
                         "measured": fmt_t(fixed) if fixed >= 0 else f"≈ 0 (fit: −{fmt_t(-fixed)}, within noise)",
@@ -181,63 +182,122 @@ def met_mark(m) -> str:
 # --- report -----------------------------------------------------------------------------------------------
 
 
-def results_markdown(rows, gtargets, extra, meta) -> str:
-    L = []
-    L.append(f"Measured {meta['date']} on {meta['machine']}; CPU: {meta.get('cpu', '?')}; commit {meta['commit']}; "
-             f"load average {meta['loadavg_start']} at start, {meta['loadavg_end']} at end. "
-             f"Command: `{meta['command']}`")
-    L.append("")
-    configs = list(meta.get("configs") or [])
+def _peer_configs(rows, order=()) -> list[str]:
+    """The peer's configurations (``peer``) in the run, in order."""
+    return [c for c in dict.fromkeys([*order, *(c for row in rows for c in row["configs"])]) if parse_config(c).is_peer]
+
+
+def _peer_columns(rows) -> list[tuple[str, str]]:
+    """(pterun configuration, peer configuration) of the pterun / peer columns, in the order of the run."""
+    pairs = {}
     for row in rows:
-        configs += [c for c in row["configs"] if c not in configs]
-    pts = _pt_configs(rows, configs)
-    L.append("Configurations: " + "; ".join(f"`{c}` = {describe_config(parse_config(c))}" for c in configs) + ".")
-    L.append("")
-    # 1. the overview: median latency per configuration, with the ratio to the paired reference
-    L.append("| model | instr | " + " | ".join(f"`{c}`" for c in configs) + " |")
-    L.append("|---|---:|" + "---:|" * len(configs))
+        for c, p in row.get("peer_pairs", {}).items():
+            pairs.setdefault(c, p)
+    return list(pairs.items())
+
+
+def _median_cell(row, c: str) -> str:
+    """One configuration's cell of the overview: median latency (ratio to its paired ExecuTorch), or why none."""
+    if c not in row["configs"]:
+        return "(no delegate)" if parse_config(c).engine == "litert" else "—"
+    a = row["agg"].get(c)
+    if not a:
+        return row["errors"].get(c) or "—"
+    r = row["ratios"].get(c, {}).get("median_s")
+    return fmt_t(a["median_s"]) + (f" (**{fmt_ratio(r)}**)" if r is not None else "")
+
+
+def _overview(rows, configs, pts) -> list[str]:
+    """The first table: one column per configuration, then one per pterun / peer pair."""
+    vs_peer = _peer_columns(rows)
+    L = ["| model | instr | " + " | ".join([f"`{c}`" for c in configs] + [f"`{c}` / `{p}`" for c, p in vs_peer])
+         + " |", "|---|---:|" + "---:|" * (len(configs) + len(vs_peer))]
     for row in rows:
         cells = [f"`{row['model']}`", _instr_cell(next((row["agg"][c] for c in pts if row["agg"].get(c)), None))]
-        for c in configs:
-            if c not in row["configs"]:
-                cells.append("(no delegate)" if parse_config(c).engine == "litert" else "—")
-                continue
-            a = row["agg"].get(c)
-            if not a:
-                cells.append(row["errors"].get(c) or "—")
-                continue
-            r = row["ratios"].get(c, {}).get("median_s")
-            cells.append(fmt_t(a["median_s"]) + (f" (**{fmt_ratio(r)}**)" if r is not None else ""))
+        cells += [_median_cell(row, c) for c in configs]
+        for c, p in vs_peer:
+            r = row.get("peer_ratios", {}).get(c, {}).get("median_s")
+            cells.append(f"**{fmt_ratio(r)}**" if r is not None else
+                         "n/a" if row["agg"].get(c) and row["errors"].get(p) else "—")
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
     L.append("Cells: median latency of one `execute`; in parentheses pterun / ExecuTorch at the same thread count "
              "(`defaults` against ExecuTorch's own default, all cores), the median over rounds of the ratio within "
-             "a round. `(no delegate)`: the program has no XNNPACK delegate, so the engine does not apply.")
-    L.append("")
-    # 2. every number, one line per (model, configuration)
+             "a round. `(no delegate)`: the program has no XNNPACK delegate, so the engine does not apply."
+             + (" `peer`: executorch-numpy-runtime, in parentheses peer / ExecuTorch on all cores; `X` / `peer`: "
+                "pterun / peer, at the same (all the cores) thread count, paired by round as well." if vs_peer
+                or any(parse_config(c).is_peer for c in configs) else ""))
+    return L
+
+
+def _engine_cell(cfg, a) -> str:
+    if cfg.is_ref:
+        return "ExecuTorch"
+    if cfg.is_peer:
+        return "executorch-numpy-runtime"
+    if a.get("engines"):
+        return ", ".join(sorted(set(a["engines"])))
+    return "—" if a.get("engines") == [] else "numpy (only engine)"
+
+
+def _detail_line(row, c: str, width: int) -> str:
+    """One (model, configuration) line of the second table; a lazy load (the peer's) is marked †, and its load
+    ratio is (load + first call) / the reference's (load + first call)."""
+    a, rat, cfg = row["agg"].get(c), row["ratios"].get(c, {}), parse_config(c)
+    if not a:
+        return f"| `{row['model']}` | `{c}` | {row['errors'].get(c) or '—'} |" + " |" * (width - 3)
+    lazy = "†" if a.get("load_lazy") else ""
+    thr = a.get("threads") if a.get("threads") is not None else (cfg.threads or "default")
+    load_ratio = rat.get("load_first_s" if lazy else "load_s")
+    cells = [f"`{row['model']}`", f"`{c}`", _engine_cell(cfg, a), str(thr), fmt_t(a["median_s"]), fmt_t(a["p90_s"]),
+             f"**{fmt_ratio(rat.get('median_s'))}**" if rat else "(ref)", fmt_t(a["first_call_s"]) + lazy,
+             fmt_t(a["load_s"]) + lazy, fmt_ratio(load_ratio) + lazy if rat else "—", fmt_t(a["import_s"]),
+             fmt_mb(a["peak_rss_mb"]), fmt_ratio(rat.get("peak_rss_mb")) if rat else "—",
+             fmt_err(row["max_rel_err"].get(c)) if rat else "—", str(a["rounds"])]
+    return "| " + " | ".join(cells) + " |"
+
+
+LAZY_NOTE = ("† executorch-numpy-runtime's `load_method` is lazy: the method is loaded in the first call. Its "
+             "`load` is only the file being opened and is not comparable; its `first call` holds the real load; "
+             "its load ratio is (load + first call) / ExecuTorch's (load + first call).")
+
+
+def _details(rows) -> list[str]:
+    """The second table: every number, one line per (model, configuration)."""
     head = ["model", "config", "engine", "threads", "median", "p90", "**ratio**", "first call", "load", "load ratio",
             "import", "peak RSS", "RSS ratio", "max rel err", "rounds"]
-    L.append("| " + " | ".join(head) + " |")
-    L.append("|---|---|---|---:|" + "---:|" * (len(head) - 4))
-    for row in rows:
-        for c in row["configs"]:
-            a, rat = row["agg"].get(c), row["ratios"].get(c, {})
-            cfg = parse_config(c)
-            if not a:
-                L.append(f"| `{row['model']}` | `{c}` | {row['errors'].get(c) or '—'} |" + " |" * (len(head) - 3))
-                continue
-            eng = "ExecuTorch" if cfg.is_ref else (", ".join(sorted(set(a["engines"]))) if a.get("engines") else
-                                                    ("—" if a.get("engines") == [] else "numpy (only engine)"))
-            thr = a.get("threads") if a.get("threads") is not None else (cfg.threads or "default")
-            err = row["max_rel_err"].get(c)
-            cells = [f"`{row['model']}`", f"`{c}`", eng, str(thr), fmt_t(a["median_s"]), fmt_t(a["p90_s"]),
-                     f"**{fmt_ratio(rat.get('median_s'))}**" if rat else "(ref)", fmt_t(a["first_call_s"]),
-                     fmt_t(a["load_s"]), fmt_ratio(rat.get("load_s")) if rat else "—", fmt_t(a["import_s"]),
-                     fmt_mb(a["peak_rss_mb"]), fmt_ratio(rat.get("peak_rss_mb")) if rat else "—",
-                     fmt_err(err) if rat else "—", str(a["rounds"])]
-            L.append("| " + " | ".join(cells) + " |")
+    L = ["| " + " | ".join(head) + " |", "|---|---|---|---:|" + "---:|" * (len(head) - 4)]
+    L += [_detail_line(row, c, len(head)) for row in rows for c in row["configs"]]
     L.append("")
-    # 3. targets: one column per pterun configuration
+    if any((row["agg"].get(c) or {}).get("load_lazy") for row in rows for c in row["configs"]):
+        L += [LAZY_NOTE, ""]
+    return L
+
+
+def _vs_peer(rows) -> list[str]:
+    """The pterun / peer table (executorch-numpy-runtime), where a pterun configuration pairs with the peer."""
+    if not _peer_columns(rows):
+        return []
+    L = ["pterun / executorch-numpy-runtime (`peer`), same thread count (all the cores), paired by round:", "",
+         "| model | config | median | p90 | load + first call | import | peak RSS | max rel err |",
+         "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        for c, p in row.get("peer_pairs", {}).items():
+            rat = row["peer_ratios"].get(c, {})
+            if not rat.get("rounds_paired"):
+                why = row["errors"].get(p) or row["errors"].get(c) or "—"
+                L.append(f"| `{row['model']}` | `{c}` / `{p}` | {why} |" + " |" * 5)
+                continue
+            cells = [f"**{fmt_ratio(rat.get('median_s'))}**"] + [fmt_ratio(rat.get(k)) for k in
+                                                                   ("p90_s", "load_first_s", "import_s", "peak_rss_mb")]
+            L.append(f"| `{row['model']}` | `{c}` / `{p}` | " + " | ".join(cells)
+                     + f" | {fmt_err(row.get('max_rel_err_peer', {}).get(c))} |")
+    L.append("")
+    return L
+
+
+def _target_tables(rows, gtargets, pts) -> list[str]:
+    L = []
     trows = {}
     for row in rows:
         for c, ts in row.get("targets", {}).items():
@@ -256,14 +316,35 @@ def results_markdown(rows, gtargets, extra, meta) -> str:
         for t in gtargets:
             L.append(f"| {t['target']} | {t['measured']} | {met_mark(t['met'])} |")
         L.append("")
+    return L
+
+
+def results_markdown(rows, gtargets, extra, meta) -> str:
+    L = []
+    L.append(f"Measured {meta['date']} on {meta['machine']}; CPU: {meta.get('cpu', '?')}; commit {meta['commit']}; "
+             f"load average {meta['loadavg_start']} at start, {meta['loadavg_end']} at end. "
+             f"Command: `{meta['command']}`")
+    L.append("")
+    configs = list(meta.get("configs") or [])
+    for row in rows:
+        configs += [c for c in row["configs"] if c not in configs]
+    pts = _pt_configs(rows, configs)
+    L.append("Configurations: " + "; ".join(f"`{c}` = {describe_config(parse_config(c))}" for c in configs) + ".")
+    L.append("")
+    L += _overview(rows, configs, pts)  # 1. median latency per configuration, ratio to the paired reference
+    L.append("")
+    L += _details(rows)  # 2. every number, one line per (model, configuration)
+    L += _vs_peer(rows)  # 3. pterun / the peer
+    L += _target_tables(rows, gtargets, pts)  # 4. targets: one column per pterun configuration
     fits = extra.get("per_call_fit") or {}
     if fits:
         L.append("Per-call cost fit (median = fixed + per-instruction × instructions, from `few_ops_portable` and "
                  "`many_ops_portable`): " + "; ".join(f"`{c}` {fmt_t(f)} + {fmt_t(s)} per instruction"
                                                       for c, (f, s) in fits.items()) + ".")
         L.append("")
-    L.append("Ratios are pterun / ExecuTorch (below 1: pterun is faster or smaller), paired by round. Other numbers "
-             "are the median over rounds of one fresh process's own measurement. `max rel err` compares the first "
+    L.append("Ratios are pterun / ExecuTorch (below 1: pterun is faster or smaller), paired by round"
+             + ("; the peer's rows are peer / ExecuTorch" if _peer_configs(rows) else "") + ". Other numbers are "
+             "the median over rounds of one fresh process's own measurement. `max rel err` compares the first "
              "round's outputs with the paired reference's (max |pterun − ref| / max |ref|, ✗ above 1e-3). "
              "`engine`: what pterun reported running the XNNPACK delegates on.")
     return "\n".join(L)
@@ -278,7 +359,7 @@ def write_chart(rows, path: Path, log) -> bool:
         log(f"(matplotlib is not importable by {sys.executable}: skipping {path.name}; "
             f"`{sys.executable} -m pip install matplotlib` to get the chart)")
         return False
-    pts = _pt_configs(rows)
+    pts = _pt_configs(rows) + _peer_configs(rows)  # the peer's bars: peer / ExecuTorch
     data = [row for row in rows if any(row["ratios"].get(c, {}).get("median_s") for c in pts)]
     if not data:
         log("(no model ran in both runtimes: no ratio chart)")
@@ -306,8 +387,8 @@ def write_chart(rows, path: Path, log) -> bool:
     ax.minorticks_off()
     ax.set_xticks(x)
     ax.set_xticklabels(names, rotation=40, ha="right", fontsize=8)
-    ax.set_ylabel("median latency: pterun / ExecuTorch")
-    ax.set_title("pterun vs ExecuTorch, same .pte, same thread count (below 1 = pterun faster); red: target",
+    ax.set_ylabel("median latency / ExecuTorch's")
+    ax.set_title("vs ExecuTorch, same .pte and thread count (below 1 = faster); red: target",
                  fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()

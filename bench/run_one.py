@@ -4,14 +4,21 @@
     .venv/bin/python bench/run_one.py --runtime pterun     bench/models/resnet18_portable.pte
     .ref/bin/python  bench/run_one.py --runtime executorch bench/models/resnet18_portable.pte
     .venv/bin/python bench/run_one.py --runtime pterun --profile bench/models/resnet18_portable.pte
+    .peer/bin/python bench/run_one.py --runtime peer       bench/models/resnet18_portable.pte
+
+``--runtime peer`` is executorch-numpy-runtime (ExecuTorch's C++ runtime with NumPy I/O, no torch): this file
+imports neither pterun nor torch in its process.
 
 Measured, in this order, in this process:
 
-* ``import_s``     ``import pterun`` with its ``Runtime`` / ``import executorch.runtime``, timed before anything else
+* ``import_s``     ``import pterun`` with its ``Runtime`` / ``import executorch.runtime`` /
+                   ``import executorch_numpy_runtime``, timed before anything else
                    but ``sys`` and ``time`` is imported (so the runtime's own imports, NumPy/torch
                    included, are all counted);
 * ``load_s``       ``Runtime.get().load_program(path)`` + ``program.load_method(method)``;
-* ``first_call_s`` the first ``execute``;
+* ``first_call_s`` the first ``execute``; the peer's ``load_method`` is lazy (``load_lazy``: its method is loaded
+                   in the first call), so for it ``load_s`` is only the file being opened and ``first_call_s``
+                   holds the real load;
 * ``median_s`` / ``p90_s`` / ``min_s`` over ``calls`` further calls; the number of calls adapts: calls
                    continue until ``--budget`` seconds have passed and at least ``--min-calls`` were made, or
                    (for very slow programs) until ``--max-time`` seconds passed and ``--min-calls-slow`` were made;
@@ -76,8 +83,18 @@ def _timed_import():
             # start; resize it once, before anything runs (resizing twice in one process has hung)
             from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
             _unsafe_reset_threadpool(int(os.environ["BENCH_REF_THREADS"]))
+        if _argv_value("--llm-decode", ""):
+            # an exported LLM's llama:: and quantized kernels join ExecuTorch's runtime by these imports
+            import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
+            import executorch.kernels.quantized  # noqa: F401
         return runtime, dt, Runtime
-    print(f"run_one.py: --runtime must be 'pterun' or 'executorch', got {runtime!r}", file=sys.stderr)
+    if runtime == "peer":
+        t0 = time.perf_counter()
+        import executorch_numpy_runtime  # noqa: F401
+        dt = time.perf_counter() - t0
+        from executorch_numpy_runtime import Runtime
+        return runtime, dt, Runtime  # no thread setting: XNNPACK's threadpool is the cores
+    print(f"run_one.py: --runtime must be 'pterun', 'executorch' or 'peer', got {runtime!r}", file=sys.stderr)
     sys.exit(2)
 
 
@@ -106,6 +123,47 @@ _SCALAR_NAME = {0: "uint8", 1: "int8", 2: "int16", 3: "int32", 4: "int64", 5: "f
                 7: "float64", 11: "bool", 15: "bfloat16"}
 
 
+class PeerMeta:
+    """executorch-numpy-runtime's method metadata (a dict: ``num_inputs``, ``inputs`` [{``scalar_type``,
+    ``shape``}], ``outputs``) behind the ``num_inputs()`` / ``input_tensor_meta(i).sizes()`` / ``.dtype()`` calls
+    :func:`make_inputs` makes on the other runtimes' metadata."""
+
+    class _Tensor:
+        def __init__(self, info: dict):
+            self._info = info
+
+        def sizes(self):
+            return tuple(self._info["shape"])
+
+        def dtype(self) -> int:
+            return int(self._info["scalar_type"])
+
+    def __init__(self, meta: dict):
+        self.meta = meta
+
+    def num_inputs(self) -> int:
+        return int(self.meta["num_inputs"])
+
+    def input_tensor_meta(self, i: int):
+        return PeerMeta._Tensor(self.meta["inputs"][i])
+
+    def bf16_outputs(self) -> set[int]:
+        """The outputs that come back as bfloat16 bits in uint16."""
+        return {k for k, o in enumerate(self.meta.get("outputs", [])) if int(o.get("scalar_type", -1)) == 15}
+
+
+def bf16_bits(a: np.ndarray) -> np.ndarray:
+    """float32 -> the uint16 bits of its bfloat16, rounded to nearest even (as torch's ``.to(bfloat16)``); the
+    peer takes and gives bfloat16 as those bits."""
+    u = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+
+
+def bf16_from_bits(u: np.ndarray) -> np.ndarray:
+    """The uint16 bits of bfloat16 values -> float32."""
+    return (np.ascontiguousarray(u, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
 def make_inputs(meta, seed: int):
     """[(scalar_type_id, ndarray)] for every input of the method, from its metadata only."""
     rng = np.random.default_rng(seed)
@@ -131,6 +189,8 @@ def make_inputs(meta, seed: int):
 
 
 def convert_inputs(raw, runtime: str, meta):
+    if runtime == "peer":  # NumPy arrays as they are; bfloat16 as its bits
+        return [bf16_bits(a) if st == 15 else a for st, a in raw]
     if runtime == "pterun":
         res = []
         for i, (st, a) in enumerate(raw):
@@ -147,10 +207,14 @@ def convert_inputs(raw, runtime: str, meta):
     return res
 
 
-def to_numpy_outputs(outs) -> dict:
-    """{outK: ndarray} of a call's outputs (torch tensors become NumPy; bf16 becomes float32)."""
+def to_numpy_outputs(outs, bf16_bits_at=()) -> dict:
+    """{outK: ndarray} of a call's outputs (torch tensors become NumPy; bf16 becomes float32, also the peer's
+    uint16 bits of bfloat16 outputs, at the positions ``bf16_bits_at``)."""
     res = {}
     for k, o in enumerate(outs):
+        if k in bf16_bits_at and isinstance(o, np.ndarray) and o.dtype == np.uint16:
+            res[f"out{k}"] = bf16_from_bits(o)
+            continue
         if hasattr(o, "detach"):  # a torch tensor
             t = o.detach()
             if str(t.dtype) == "torch.bfloat16":
@@ -170,6 +234,25 @@ def ref_threads():
     try:
         from executorch.extension.pybindings.portable_lib import _threadpool_get_thread_count
         return int(_threadpool_get_thread_count())
+    except Exception:
+        return None
+
+
+def peer_threads():
+    """The size of executorch-numpy-runtime's threadpool (ExecuTorch's ``get_pthreadpool()`` and pthreadpool's
+    ``pthreadpool_get_threads_count``, both exported by its extension module), or None. Reading it creates the
+    pool if no call has yet, so it is read after the timing."""
+    try:
+        import ctypes
+
+        import executorch_numpy_runtime as en
+        lib = ctypes.CDLL(en._core.__file__)  # the module already loaded: the same pool
+        get_pool = getattr(lib, "_ZN10executorch9extension10threadpool15get_pthreadpoolEv")
+        get_pool.restype = ctypes.c_void_p
+        count = lib.pthreadpool_get_threads_count
+        count.restype, count.argtypes = ctypes.c_size_t, [ctypes.c_void_p]
+        pool = get_pool()
+        return int(count(pool)) if pool else 1
     except Exception:
         return None
 
@@ -207,7 +290,7 @@ def count_instructions(program, method):
     return len(steps), sum(1 for c in plan.chains for ins in c if ins.kind != FREE_CALL)
 
 
-def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
+def llm_decode_inputs(meta, raw, pos: int, execute, runtime: str):
     """Inputs of one decode step of an exported LLM (``tokens`` int64[1, T<=max], ``input_pos`` int64[1]):
     token ids [1, 1] at position ``pos``; the KV cache is first filled by a prefill of ``pos`` tokens, so the
     step attends to a realistic context."""
@@ -217,7 +300,7 @@ def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
     rng = np.random.default_rng(0)
     prefill = [(4, rng.integers(1, 200, (1, pos)).astype(np.int64)), (4, np.zeros(1, np.int64))]
     if pos > 0:
-        method.execute(convert_inputs(prefill, runtime, meta))
+        execute(convert_inputs(prefill, runtime, meta))
     return [(4, np.array([[7]], np.int64)), (4, np.array([pos], np.int64))]
 
 
@@ -227,7 +310,8 @@ def llm_decode_inputs(meta, raw, pos: int, method, runtime: str):
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pte", help="the .pte program")
-    ap.add_argument("--runtime", choices=("pterun", "executorch"), default="pterun")
+    ap.add_argument("--runtime", choices=("pterun", "executorch", "peer"), default="pterun",
+                    help="peer: executorch-numpy-runtime")
     ap.add_argument("--pterun-src", default="", help="folder put first on sys.path before importing pterun "
                     "(default: this checkout's src/; 'none' uses whatever pterun is installed)")
     ap.add_argument("--method", default="forward")
@@ -278,16 +362,19 @@ def main(argv=None) -> int:
             res["engines"] = pterun_engines(prog, method)
             from pterun import threads as _threads
             res["threads"] = _threads.num_threads()
-        else:
+        elif RUNTIME == "executorch":
             res["threads"] = ref_threads()
         stage = "inputs"
-        meta = prog.metadata(args.method)
+        if RUNTIME == "peer":  # its Method is called directly; load_method only names it: the first call loads it
+            meta, execute = PeerMeta(method.metadata), method
+            res["load_lazy"], bf16_at = True, meta.bf16_outputs()
+        else:
+            meta, execute, bf16_at = prog.metadata(args.method), method.execute, ()
         raw = make_inputs(meta, args.seed)
         if args.llm_decode is not None:
-            raw = llm_decode_inputs(meta, raw, args.llm_decode, method, RUNTIME)
+            raw = llm_decode_inputs(meta, raw, args.llm_decode, execute, RUNTIME)
         res["inputs"] = [f"{_SCALAR_NAME.get(st, st)}{list(a.shape)}" for st, a in raw]
         inputs = convert_inputs(raw, RUNTIME, meta)
-        execute = method.execute
 
         if args.profile:
             if RUNTIME != "pterun":
@@ -309,12 +396,12 @@ def main(argv=None) -> int:
             if not args.quiet:
                 print(format_profile(rep, os.path.basename(args.pte), args.top), flush=True)
         else:
-            stage = "first call"
+            stage = "load (in the first call)" if RUNTIME == "peer" else "first call"
             t0 = time.perf_counter()
             outs = execute(inputs)
             res["first_call_s"] = time.perf_counter() - t0
             if args.save_outputs:
-                np.savez(args.save_outputs, **to_numpy_outputs(outs))
+                np.savez(args.save_outputs, **to_numpy_outputs(outs, bf16_at))
             del outs
             stage = "calls"
             times = timed_calls(lambda: execute(inputs), args.budget, args.min_calls, args.max_calls,
@@ -330,6 +417,8 @@ def main(argv=None) -> int:
         if not args.quiet:
             traceback.print_exc(file=sys.stderr)
     res["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    if RUNTIME == "peer":  # after the peak RSS: reading the pool creates it if no call did
+        res["threads"] = peer_threads()
     sys.stdout.flush()
     print(MARK + json.dumps(res), flush=True)
     return 0

@@ -1,4 +1,6 @@
-"""bench/: the configurations the drivers run side by side, and run_one.py's delegate-boundary report."""
+"""bench/: the configurations the drivers run side by side (the peer runtime, executorch-numpy-runtime, included:
+its configuration, pairing and report, from synthetic results: neither torch nor the peer's venv is needed), and
+run_one.py's delegate-boundary report."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,7 +35,8 @@ def test_configuration_names_set_exactly_their_variables():
 
 
 @pytest.mark.parametrize("name, message", [
-    ("numpy", "expected 'defaults', 'cached', 'ref', 'ref-<N>t' or '<engine>-<N>t'"),
+    ("numpy", "expected 'defaults', 'cached', 'peer', 'ref', 'ref-<N>t' or '<engine>-<N>t'"),
+    ("peer-1t", "executorch-numpy-runtime has no thread setting"),
     ("numpy-0t", "expected 'defaults'"),
     ("onnx-1t", "unknown engine 'onnx'"),
 ])
@@ -103,3 +107,182 @@ def test_the_cached_configuration_turns_the_weight_cache_on_in_a_directory_of_th
     env = bench.config_env({"PTERUN_NO_CACHE": "1", "PTERUN_CACHE_DIR": "/elsewhere", "HOME": "/h"}, cfg, "/run/cache")
     assert env == {"PTERUN_CACHE_DIR": "/run/cache", "HOME": "/h"}
     assert "PTERUN_CACHE_DIR" not in bench.config_env({"PTERUN_CACHE_DIR": "/x"}, bench.parse_config("defaults"))
+
+
+# --- the peer runtime: executorch-numpy-runtime (bench.py --peer PY) ------------------------------------------
+
+
+def test_the_peer_configuration_is_the_peer_as_it_comes():
+    p = bench.parse_config("peer")
+    assert (p.runtime, p.env, p.threads, p.engine) == ("peer", (), None, None)
+    assert p.is_peer and not p.is_ref and not p.is_pterun
+    caller = {"PATH": "/bin", "OMP_NUM_THREADS": "1", "PTERUN_NUM_THREADS": "1", "BENCH_REF_THREADS": "1"}
+    assert bench.config_env(caller, p) == {"PATH": "/bin"}
+
+
+def test_the_peer_pairs_with_executorch_on_all_cores_and_pterun_on_all_cores_with_it(monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    names = ("defaults", "cached", "numpy-2t", "litert-1t", "litert-2t", "ref-1t", "ref-2t", "peer")
+    configs = [bench.parse_config(n) for n in names]
+    by = {c.name: c for c in configs}
+    assert bench.pair_of(by["peer"], configs).name == "ref-2t"
+    assert bench.pair_of(by["peer"], configs + [bench.parse_config("ref")]).name == "ref"
+    peers = {c.name: getattr(bench.peer_pair_of(c, configs), "name", None) for c in configs}
+    assert peers == {"defaults": "peer", "cached": "peer", "numpy-2t": "peer", "litert-1t": None, "litert-2t": "peer",
+                     "ref-1t": None, "ref-2t": None, "peer": None}
+    assert bench.peer_pair_of(by["defaults"], [c for c in configs if not c.is_peer]) is None
+
+
+def test_peer_runs_only_with_an_interpreter():
+    logged = []
+    args = SimpleNamespace(configs=None, ref="/ref/python", peer=None)
+    assert [c.name for c in bench.chosen_configs(args, logged.append)] == bench.DEFAULT_CONFIGS
+    args.peer = "/peer/python"
+    assert [c.name for c in bench.chosen_configs(args, logged.append)] == bench.DEFAULT_CONFIGS + ["peer"]
+    assert logged == []
+    args = SimpleNamespace(configs=["defaults", "ref-2t", "peer"], ref=None, peer=None)
+    assert [c.name for c in bench.chosen_configs(args, logged.append)] == ["defaults"]
+    assert logged == ["(no --peer interpreter: configuration 'peer' skipped; --peer PY runs it, see bench/README.md)"]
+
+
+def test_the_peer_interpreter_is_looked_for_only_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench, "REPO", tmp_path)
+    assert bench.resolve_ref(None, "--peer", ".peer") is None
+    assert bench.resolve_ref("auto", "--peer", ".peer") is None
+    assert bench.resolve_ref("none", "--peer", ".peer") is None
+    py = tmp_path / ".peer" / "bin" / "python"
+    py.parent.mkdir(parents=True)
+    py.write_text("")
+    assert bench.resolve_ref(None, "--peer", ".peer") is None  # never without --peer
+    assert bench.resolve_ref("auto", "--peer", ".peer") == str(py)
+    with pytest.raises(SystemExit, match="--peer /no/such/python: no such interpreter"):
+        bench.resolve_ref("/no/such/python", "--peer", ".peer")
+
+
+def test_what_the_peer_cannot_run_is_reported_with_its_reason_never_as_numbers():
+    log = ("I 00:00:00.001 executorch:cpuinfo_utils.cpp:71] Reading file /sys/devices/soc0/image_version\n"
+           "E 00:00:00.090 executorch:operator_registry.cpp:277] kernel 'llama::update_cache.out' not found.\n"
+           "E 00:00:00.090 executorch:method.cpp:819] Missing operator: [8] llama::update_cache.out\n"
+           "E 00:00:00.090 executorch:method.cpp:819] Missing operator: [10] llama::custom_sdpa.out\n"
+           "E 00:00:00.090 executorch:method.cpp:819] Missing operator: [8] llama::update_cache.out\n")
+    assert bench.peer_log_reason(log) == "missing operators: llama::update_cache.out, llama::custom_sdpa.out"
+    other = "E 00:00:00.095 executorch:method.cpp:1203] Input 0 has unexpected scalar type: expected BFloat16\n"
+    assert bench.peer_log_reason(other) == "Input 0 has unexpected scalar type: expected BFloat16"
+    assert bench.peer_log_reason("I 00:00:00.1 x.cpp:1] fine\n") == ""
+    failed = {"runtime": "peer", "error_type": "ExecutionError",
+              "error": "load (in the first call): execute('forward') failed",
+              "error_reason": "missing operators: llama::custom_sdpa.out"}
+    assert bench.error_label([failed]) == "n/a (missing operators: llama::custom_sdpa.out)"
+    plain = {"runtime": "peer", "error_type": "ProgramLoadError", "error": "load: bad | file"}
+    assert bench.error_label([plain]) == "n/a (ProgramLoadError: load: bad / file)"
+    assert bench.error_label([dict(plain, error="x" * 300)]) == "n/a (ProgramLoadError: " + "x" * 139 + "...)"
+
+
+def _res(runtime, rnd, median, *, load, first, imp, rss, **extra):
+    return {"runtime": runtime, "round": rnd, "median_s": median, "p90_s": median * 1.25, "min_s": median,
+            "first_call_s": first, "load_s": load, "import_s": imp, "peak_rss_mb": rss, "calls": 10, **extra}
+
+
+def _row(model, raw, peer_error=None):
+    configs = list(raw)
+    if peer_error:
+        raw["peer"] = [{"runtime": "peer", "round": 0, "error_type": "ExecutionError", "error": "failed",
+                        "error_reason": peer_error}]
+        configs.append("peer")
+    row = {"model": model, "pte": f"{model}.pte", "xnnpack": True, "configs": configs, "raw": raw,
+           "agg": {c: bench.aggregate(rs) for c, rs in raw.items()},
+           "errors": {c: bench.error_label(rs) for c, rs in raw.items()},
+           "max_rel_err": {"defaults": 0.0, "litert-1t": 0.0, "peer": 0.0}, "max_rel_err_peer": {"defaults": 1e-7}}
+    bench.finish_row(row)
+    return row
+
+
+def _synthetic_rows():
+    pt = {"instructions": 3, "plan_instructions": 3, "engines": ["litert"], "delegate_calls": 1}
+    raw = {"defaults": [_res("pterun", 0, 10e-6, load=0.0297, first=0.0003, imp=0.05, rss=20, threads=2, **pt)],
+           "litert-1t": [_res("pterun", 0, 12e-6, load=0.03, first=0.001, imp=0.05, rss=20, threads=1, **pt)],
+           "ref-1t": [_res("executorch", 0, 24e-6, load=0.05, first=0.01, imp=5.0, rss=400, threads=1)],
+           "ref-2t": [_res("executorch", 0, 20e-6, load=0.05, first=0.01, imp=5.0, rss=400, threads=2)]}
+    raw_m = dict(raw, peer=[_res("peer", 0, 16e-6, load=0.0001, first=0.0299, imp=0.1, rss=40, threads=2,
+                                 load_lazy=True)])
+    raw_llm = {k: [dict(r) for r in v] for k, v in raw.items()}
+    return [_row("m", raw_m), _row("llm", raw_llm, peer_error="missing operators: llama::custom_sdpa.out")]
+
+
+def test_the_report_shows_pterun_and_the_peer_against_executorch_and_pterun_against_the_peer(monkeypatch):
+    import report
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    rows = _synthetic_rows()
+    gt, extra = report.global_targets(rows)
+    meta = {"date": "d", "machine": "x", "cpu": "c", "commit": "abc", "loadavg_start": "0", "loadavg_end": "0",
+            "command": "bench.py", "configs": ["defaults", "litert-1t", "ref-1t", "ref-2t", "peer"]}
+    lines = report.results_markdown(rows, gt, extra, meta).splitlines()
+    # 1. the overview: pterun / ExecuTorch, peer / ExecuTorch, pterun / peer
+    assert "| model | instr | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` | `peer` | `defaults` / `peer` |" in lines
+    assert ("| `m` | 3 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs | 16.0 µs (**0.8×**) "
+            "| **0.625×** |") in lines
+    assert ("| `llm` | 3 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs "
+            "| n/a (missing operators: llama::custom_sdpa.out) | n/a |") in lines
+    # 2. the peer's line: its lazy load marked, its load ratio on load + first call
+    assert ("| `m` | `peer` | executorch-numpy-runtime | 2 | 16.0 µs | 20.0 µs | **0.8×** | 29.90 ms† "
+            "| 100.0 µs† | 0.5×† | 100.00 ms | 40 MB | 0.1× | 0.0e+00 | 1 |") in lines
+    assert "| `llm` | `peer` | n/a (missing operators: llama::custom_sdpa.out) |" + " |" * 12 in lines
+    assert report.LAZY_NOTE in lines
+    # 3. pterun / peer
+    assert "| model | config | median | p90 | load + first call | import | peak RSS | max rel err |" in lines
+    assert "| `m` | `defaults` / `peer` | **0.625×** | 0.625× | 1× | 0.5× | 0.5× | 1.0e-07 |" in lines
+    assert "| `llm` | `defaults` / `peer` | n/a (missing operators: llama::custom_sdpa.out) |" + " |" * 5 in lines
+    # the targets are pterun's alone: no peer column, the peer's import not counted as pterun's
+    assert "| target | `defaults` | `litert-1t` |" in lines
+    assert "| `import pterun` ≤ 0.15 s | 50.00 ms (median of 4 processes) | ✅ met |" in lines
+
+
+def test_a_run_without_the_peer_renders_as_before(monkeypatch):
+    import report
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    rows = _synthetic_rows()
+    for row in rows:
+        row["configs"] = [c for c in row["configs"] if c != "peer"]
+        bench.finish_row(row)
+    meta = {"date": "d", "machine": "x", "cpu": "c", "commit": "abc", "loadavg_start": "0", "loadavg_end": "0",
+            "command": "bench.py", "configs": ["defaults", "litert-1t", "ref-1t", "ref-2t"]}
+    md = report.results_markdown(rows, [], {}, meta)
+    assert "| model | instr | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` |" in md.splitlines()
+    assert "peer" not in md and "†" not in md
+
+
+def test_llm_bench_refuses_the_peer(capsys):
+    import llm_bench
+    with pytest.raises(SystemExit):
+        llm_bench.main(["--configs", "defaults", "peer"])
+    assert ("configuration 'peer' (executorch-numpy-runtime) cannot run here: it has no LLM operators"
+            in capsys.readouterr().err)
+
+
+def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
+    import run_one
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    np = run_one.np
+    meta = run_one.PeerMeta({"num_inputs": 3, "num_outputs": 2, "inputs": [
+        {"scalar_type": 6, "shape": [2, 3], "is_memory_planned": True},
+        {"scalar_type": 4, "shape": [1], "is_memory_planned": True},
+        {"scalar_type": 15, "shape": [64], "is_memory_planned": True}],
+        "outputs": [{"scalar_type": 15, "shape": [4]}, {"scalar_type": 6, "shape": [4]}]})
+
+    class Other:  # the metadata interface of pterun and ExecuTorch
+        def num_inputs(self):
+            return 3
+
+        def input_tensor_meta(self, i):
+            return SimpleNamespace(sizes=lambda: [(2, 3), (1,), (64,)][i], dtype=lambda: (6, 4, 15)[i])
+
+    raw, same = run_one.make_inputs(meta, 0), run_one.make_inputs(Other(), 0)
+    assert [(st, a.shape, a.dtype) for st, a in raw] == [(6, (2, 3), np.float32), (4, (1,), np.int64),
+                                                         (15, (64,), np.float32)]
+    assert all(np.array_equal(a, b) for (_, a), (_, b) in zip(raw, same))
+    fed = run_one.convert_inputs(raw, "peer", meta)
+    assert fed[0] is raw[0][1] and fed[2].dtype == np.uint16  # bfloat16 as its bits, rounded as torch rounds
+    assert np.array_equal(fed[2], raw[2][1].astype(ml_dtypes.bfloat16).view(np.uint16))
+    assert meta.bf16_outputs() == {0}
+    outs = run_one.to_numpy_outputs([fed[2], np.ones(4, np.float32)], meta.bf16_outputs())
+    assert outs["out0"].dtype == np.float32 and np.array_equal(outs["out0"], raw[2][1].astype(ml_dtypes.bfloat16))
