@@ -103,23 +103,54 @@ def test_bfloat16_promotes_as_executorch_without_the_eager_constant():
     assert widen_half(bf16) == F32 and widen_half(f16) == F32 and widen_half(f64) == f64
 
 
-def test_import_and_run_need_neither_pathlib_nor_logging():
-    # ~15 ms of import time a runtime that only loads and runs a program does not need (on the NumPy engine:
-    # LiteRT, which compiles the CNN's convolutions under "auto", imports both itself)
+@pytest.mark.parametrize("engine, programs", [
+    ("numpy", ["cnn"]),
+    pytest.param("litert", ["xnn_mlp", "xnn_8da4w", "cnn"],
+                 marks=pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")),
+])
+def test_import_and_run_need_neither_pathlib_nor_logging(engine, programs):
+    # ~15 ms of import time a runtime that only loads and runs a program does not need; on LiteRT also the
+    # packed-weight cache's modules (tempfile, hashlib: ~7 ms), which only a load with the cache on uses
+    unwanted = ("pathlib", "logging", "tempfile", "hashlib", "shutil")
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(SRC)!r})
         import numpy as np
-        by_numpy = [m for m in ("pathlib", "logging") if m in sys.modules]  # NumPy 1.x imports pathlib itself
+        by_numpy = [m for m in {unwanted!r} if m in sys.modules]  # NumPy 1.x imports pathlib itself
         import pterun
-        method = pterun.Runtime(engine="numpy").load_program({str(FIXTURES / "cnn.pte")!r}).load_method("forward")
-        meta = method.metadata.input_tensor_meta(0)
-        method.execute([np.zeros(meta.sizes(), meta.numpy_dtype())])
-        print(sorted(m for m in ("pathlib", "logging") if m in sys.modules and m not in by_numpy))
+        for name in {programs!r}:
+            path = {str(FIXTURES)!r} + "/" + name + ".pte"
+            method = pterun.Runtime(engine={engine!r}).load_program(path).load_method("forward")
+            meta = method.metadata
+            method.execute([np.zeros(meta.input_tensor_meta(i).sizes(), meta.input_tensor_meta(i).numpy_dtype())
+                            for i in range(meta.num_inputs())])
+            assert {engine!r} == "numpy" or not name.startswith("xnn") or \\
+                any(d.engine == "litert" for d in method.delegates), name
+        print(sorted(m for m in {unwanted!r} if m in sys.modules and m not in by_numpy))
     """)
     done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_logger_before_logging_is_imported_drops_only_what_no_handler_could_take():
+    # no handler can exist before ``logging`` is imported: DEBUG and INFO records are dropped without importing
+    # it; a WARNING still reaches logging's last-resort handler (stderr); once imported, the real logger
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(SRC)!r})
+        from pterun._log import logger
+        logger().debug("dropped %s", 1)
+        logger().info("dropped too")
+        print("logging" in sys.modules)
+        logger().warning("shown: %s", "a warning")
+        import logging
+        print(logger() is logging.getLogger("pterun"))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
+    assert done.stderr.strip() == "shown: a warning"
 
 
 # what a float program's user does, in order in one interpreter: ml_dtypes (0.7-0.8 s to import with ml_dtypes

@@ -29,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 import sys
@@ -79,6 +78,8 @@ def key(model, litert_version: str) -> str:
     CPU, the model's length, its first :data:`_HEAD` bytes, and a CRC-32 of all of it. The CRC stands for the
     weights: it catches any accidental change of them (all but one in 2**32) at ~6 GB/s, where SHA-256 over
     them took 31 ms of ResNet18's load and the packing it saves ~50."""
+    import hashlib  # here: only a load that uses the cache pays for its import (~3 ms)
+
     view = memoryview(model).cast("B")
     h = hashlib.sha256(f"pterun xnnpack weights {FORMAT}\n{litert_version}\n{cpu_identity()}\n{len(view)}\n"
                        f"{zlib.crc32(view):08x}\n".encode())

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import tempfile
 import threading
 
 import numpy as np
@@ -56,6 +55,7 @@ def _litert_api():
                 from ai_edge_litert.hardware_accelerator import HardwareAccelerator
                 from ai_edge_litert.options import Options
                 from ai_edge_litert.tensor_buffer import TensorBuffer
+                import tempfile  # here: only a load that uses the cache pays for it (~4 ms: shutil, random, ...)
 
                 nowhere = tempfile.mkdtemp(prefix="pterun-litert-")  # no accelerator or plugin library to load
                 with capture_native_stderr():
