@@ -18,7 +18,7 @@ Example::
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import numpy as np
@@ -106,7 +106,7 @@ class SharedBytes:
                 got = ()
             else:
                 hit = self._slots[(self._lo < s[1]) & (self._hi > s[0])]
-                got = tuple(int(k) for k in hit if k != slot)
+                got = tuple(hit[hit != slot].tolist())
             self._over[slot] = got
         return got
 
@@ -143,7 +143,9 @@ class Accesses:
         self.write_at: dict[int, list] = {}
         self.writes_of: list[list[frozenset]] = []  # per chain, per pc: the slots it certainly writes
         self._groups: dict[int, tuple] = {}  # slot -> what bytes_read scans (_group_events)
+        self._own: dict[int, list] = {}  # slot -> its own reads and certain writes (_slot_events)
         self._escape: dict[tuple, bool] = {}  # (slot, chain, others only) -> _escapes
+        self._foreign: dict[int, tuple] = {}  # chain -> the slots with bytes that escape its order (_escaping)
         self._written: dict[tuple, frozenset] = {}  # (chain, start, stop, skip) -> written_in
         # slots of state other methods share (memory ids >= 2), and, per slot, the chains that name it
         self._state = frozenset(k for k, (_, d) in enumerate(plan.values)
@@ -246,11 +248,13 @@ class Accesses:
         if self._escapes(slot, ci, others_only):
             return True
         live, written = [span], set(written)
-        for what, k, lo, hi, whole, root in self._in_order(slot, after, others_only):
+        for _, what, k, lo, hi, whole, root in self._in_order(slot, after, others_only):
             if what == 0:
                 # a view reads what its root holds: a write of the root since then is what it reads too
-                if k not in written and root not in written and any(a < hi and lo < b for a, b in live):
-                    return True
+                if k not in written and root not in written:
+                    for a, b in live:
+                        if a < hi and lo < b:
+                            return True
             else:
                 written.add(k)
                 if whole:
@@ -260,32 +264,30 @@ class Accesses:
         return False
 
     def _in_order(self, slot: int, after: After, others_only: bool):
-        """The reads (0) and certain writes (1) of the slots over ``slot``'s bytes, as (what, slot, start, end,
-        whole, root) in the order ``after`` runs them (an instruction reads before it writes), lazily: the caller
-        stops at the first that decides. ``others_only`` leaves out ``slot``'s own reads. ``start``/``end`` are
-        the slot's storage addresses, ``whole`` whether its write overwrites them all, ``root`` its view root."""
-        ev, pcs, by_pc, group = self._group_events(slot)
+        """The reads (0) and certain writes (1) of the slots over ``slot``'s bytes, as (pc, what, slot, start, end,
+        whole, root) in the order ``after`` runs them (an instruction reads before it writes; pc None for the
+        caller's reads of the outputs and the next call's writes of the inputs), lazily: the caller stops at the
+        first that decides. ``others_only`` leaves out ``slot``'s own reads. ``start``/``end`` are the slot's
+        storage addresses, ``whole`` whether its write overwrites them all, ``root`` its view root."""
+        ev, pcs, outs, ins = self._group_events(slot)
         skip = after.skip
         for pc in after.first:
-            for e in by_pc.get(pc, ()):
+            for e in ev[bisect_left(pcs, pc):bisect_right(pcs, pc)]:
                 if not (e[1] == 0 and others_only and e[2] == slot):
-                    yield e[1:]
+                    yield e
         segments = [(after.resume, after.n)]
         tail = [(0, min(after.until, after.resume))] if after.inputs_at is not None else []
         for segs, ends in ((segments, True), (tail, False)):
             for lo, hi in segs:
                 for e in ev[bisect_left(pcs, lo):bisect_left(pcs, hi)]:
                     if e[0] not in skip and not (e[1] == 0 and others_only and e[2] == slot):
-                        yield e[1:]
+                        yield e
             if ends:  # the caller reads the outputs; the next call writes its inputs
-                for g in group:
-                    k = g[0]
-                    if k in self.outputs and not (others_only and k == slot):
-                        yield (0,) + g
+                for e in outs:
+                    if not (others_only and e[2] == slot):
+                        yield e
                 if after.inputs_at is not None:
-                    for g in group:
-                        if g[0] in self.inputs and self.tags[g[0]] == TENSOR:
-                            yield (1,) + g
+                    yield from ins
 
     def _escapes(self, slot: int, ci: int, others_only: bool) -> bool:
         """Whether a slot over ``slot``'s bytes (other than ``slot`` with ``others_only``) is state other methods may
@@ -293,11 +295,24 @@ class Accesses:
         key = (slot, ci, others_only)
         got = self._escape.get(key)
         if got is None:
-            chains = self._chain_uses()
-            mine = frozenset((ci,))
-            got = any(k in self._state or chains.get(k, mine) - mine
-                      for k, *_ in self._group_events(slot)[3] if not (others_only and k == slot))
-            self._escape[key] = got
+            slots, lo, hi = self._escaping(ci)
+            start, end = self.shared.span(slot)
+            hit = slots[(lo < end) & (hi > start)]
+            got = self._escape[key] = bool((hit != slot).any() if others_only else hit.size)
+        return got
+
+    def _escaping(self, ci: int) -> tuple:
+        """(slots, their start addresses, their end addresses) of the slots with bytes that are state other methods
+        share or that a chain other than ``ci`` uses, as arrays; worked out once per chain."""
+        got = self._foreign.get(ci)
+        if got is None:
+            foreign, span = set(self._state), self.shared.span
+            if len(self.plan.chains) != 1 or ci != 0:  # (a lone chain's slots are all its own)
+                mine = frozenset((ci,))
+                foreign.update(k for k, chains in self._chain_uses().items() if chains - mine)
+            out = sorted(k for k in foreign if span(k) is not None)
+            got = self._foreign[ci] = (np.array(out, np.int64), np.array([span(k)[0] for k in out], np.int64),
+                                       np.array([span(k)[1] for k in out], np.int64))
         return got
 
     def _chain_uses(self) -> dict[int, frozenset]:
@@ -310,27 +325,40 @@ class Accesses:
             self._chains_of = {k: frozenset(c) for k, c in chains.items()}
         return self._chains_of
 
+    def _slot_events(self, k: int) -> list:
+        """The reads (0) and certain writes (1) of slot ``k`` (one with bytes), as (pc, what, slot, start, end, whole,
+        root), sorted (the chains together: a slot whose bytes another chain uses never gets this far,
+        :meth:`_escapes`); worked out once per slot (a slot is in the group of every slot it overlaps)."""
+        got = self._own.get(k)
+        if got is None:
+            g = self._member(k)
+            got = [(pc, 0) + g for _, pc in self.read_at.get(k, ())]
+            got += [(pc, 1) + g for _, pc in self.write_at.get(k, ())]
+            got.sort()
+            self._own[k] = got
+        return got
+
+    def _member(self, k: int) -> tuple:
+        """(slot, start, end, whole, root) of a slot with bytes (see :meth:`_in_order`)."""
+        lo, hi = self.shared.span(k)
+        return k, lo, hi, self._whole(k), self.roots.get(k, k)
+
     def _group_events(self, slot: int) -> tuple:
-        """(events, their pcs, events by pc, the slots over ``slot``'s bytes): every read (0) and certain write (1)
-        of those slots as (pc, what, slot, start, end, whole, root), sorted, and each slot of the group as (slot,
-        start, end, whole, root) (see :meth:`_in_order`); worked out once per slot."""
+        """(events, their pcs, the caller's reads of the outputs, the next call's writes of its inputs) of the slots
+        over ``slot``'s bytes, ``slot`` first: every read (0) and certain write (1) of those slots, sorted
+        (:meth:`_slot_events`), and one read (0) of each that is a method output, one write (1) of each that is a
+        tensor input, as (None, what, slot, start, end, whole, root) (see :meth:`_in_order`); worked out once per
+        slot."""
         got = self._groups.get(slot)
         if got is None:
-            span, roots = self.shared.span, self.roots
-            group = []
-            for k in (slot,) + self.shared.overlapping(slot):
-                lo, hi = span(k)
-                group.append((k, lo, hi, self._whole(k), roots.get(k, k)))
+            group = (slot,) + self.shared.overlapping(slot)
             ev = []
-            for g in group:
-                k = g[0]
-                ev.extend((pc, 0) + g for _, pc in self.read_at.get(k, ()))
-                ev.extend((pc, 1) + g for _, pc in self.write_at.get(k, ()))
+            for k in group:
+                ev += self._slot_events(k)
             ev.sort()
-            by_pc: dict[int, list] = {}
-            for e in ev:
-                by_pc.setdefault(e[0], []).append(e)
-            got = self._groups[slot] = (ev, [e[0] for e in ev], by_pc, tuple(group))
+            outs = tuple((None, 0) + self._member(k) for k in group if k in self.outputs)
+            ins = tuple((None, 1) + self._member(k) for k in group if k in self.inputs and self.tags[k] == TENSOR)
+            got = self._groups[slot] = (ev, [e[0] for e in ev], outs, ins)
         return got
 
 

@@ -23,6 +23,7 @@ Example::
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -63,7 +64,8 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
     ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
-    of a KernelCall the backend can run inside its merged graph, else None.
+    of a KernelCall the backend can run inside its merged graph, else None (asked once per backend, operator and
+    arguments: each run that starts before an instruction would ask again).
 
     ``later(instruction)``, when given, lets a run reach past KernelCalls the backend cannot hold: it returns the
     (read, written) slots of a KernelCall that may run after the merged call instead of before it, or None.
@@ -84,6 +86,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     root = view_roots(plan)
     acc = acc if acc is not None else Accesses(plan, values, tags)
     span = _spans(values)
+    absorbed = _asked_once(absorbed)
     runs = []
     for ci, chain in enumerate(plan.chains):
         if any(ins.kind == JUMP_FALSE_CALL for ins in chain):
@@ -115,6 +118,18 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             runs.append(run)
             pc = floor = run.stop
     return runs
+
+
+def _asked_once(absorbed: Callable) -> Callable:
+    """``absorbed``, with each answer kept (the same operator with the same arguments is held the same way)."""
+    known: dict[tuple, Absorbed | None] = {}
+
+    def held(backend: str, name: str, args: tuple) -> Absorbed | None:
+        key = (backend, name, args)
+        if key not in known:
+            known[key] = absorbed(backend, name, args)
+        return known[key]
+    return held
 
 
 def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home) -> tuple:
@@ -251,52 +266,83 @@ def _replay_constants(items, deferred: set, named_outside) -> list:
 
 
 def _first_conflict(items, deferred, chain, values, root, later, outside, span) -> int | None:
-    """The first element of the run that a deferred instruction before it may not move past, or None."""
-    def slots(pc):
-        return {root.get(s, s) for s in _expand(chain[pc].args, values)}
+    """The first element of the run that a deferred instruction before it may not move past, or None. Each
+    deferred instruction is checked against the elements after it up to the first conflict found so far (found by
+    bisection), and what an element touches is worked out when first checked: nothing past the first conflict is."""
+    kept = [(q, e) for q, e in items if q not in deferred]  # deferred instructions keep their order
+    at = [q for q, _ in kept]
+    known: dict[int, tuple] = {}
 
-    def spans(slots_) -> list:
-        return [r for r in map(span, slots_) if r is not None]
+    def touches(k: int) -> tuple:
+        """(slots touched, slots written, touched bytes, (slot, bytes) written) of ``kept[k]``, once, when asked."""
+        got = known.get(k)
+        if got is None:
+            q, e = kept[k]
+            touched = _roots_of(chain[q].args, values, root)
+            if isinstance(e, DelegatePart):
+                written = touched
+            else:  # an absorbed view writes no memory; other absorbed operators their output
+                written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
+            got = known[k] = (touched, written, _spans_of(touched, span),
+                              [(s, span(s)) for s in written if span(s) is not None])
+        return got
 
-    # what each element the deferred instructions move past touches and writes, worked out once
-    kept = []
-    for q, e in items:
-        if q in deferred:
-            continue  # deferred instructions keep their order
-        touched = slots(q)
-        if isinstance(e, DelegatePart):
-            written = touched
-        else:  # an absorbed view writes no memory; other absorbed operators their output
-            written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
-        kept.append((q, touched, written, spans(touched), spans(s for s in written if outside(s))))
     first = None
     for pc, p in items:
         if pc not in deferred:
             continue
-        if p is None:
-            reads, writes = later(chain[pc])
-            reads = {root.get(s, s) for s in _expand(reads, values)}
-            writes = {root.get(s, s) for s in _expand(writes, values)}  # a list out: its members
-        else:  # a replayed view writes only its own binding, a replayed operator on constants its outputs
-            reads = slots(pc)
-            writes = {root.get(s, s) for s in p.outputs} if _is_kernel(p) else set()
-        mine_w, mine_rw = spans(writes), spans(reads | writes)
-        for q, touched, written, touched_at, written_out_at in kept:
-            if q < pc:
-                continue
-            if first is not None and q >= first:
-                break
+        reads, writes = _moved(p, chain[pc], values, root, later)
+        mine_w, mine_rw = _spans_of(writes, span), _spans_of(reads | writes, span)
+        for k in range(bisect_left(at, pc), len(at) if first is None else bisect_left(at, first)):
+            touched, written, touched_at, written_at = touches(k)
             # a slot both sides name is caught by the set tests; the byte ranges catch different slots laid
             # over the same memory (the memory plan reuses it)
-            if writes & touched or reads & written or _meet(mine_w, touched_at) or _meet(mine_rw, written_out_at):
-                first = q
+            if writes & touched or reads & written or _meet(mine_w, touched_at) or \
+                    _meets_read_outside(mine_rw, written_at, outside):
+                first = at[k]
                 break
     return first
 
 
+def _meets_read_outside(ranges: list, written: list, outside) -> bool:
+    """Whether any byte range of ``ranges`` meets those of a slot of ``written`` ((slot, range) pairs) that is read
+    outside the run (asked last, the costly test)."""
+    for slot, (lo, hi) in written:
+        for a, b in ranges:
+            if a < hi and lo < b:
+                if outside(slot):
+                    return True
+                break
+    return False
+
+
+def _moved(p, ins, values, root, later) -> tuple[set, set]:
+    """(slots read, slots written) of a deferred instruction, by their view roots: a kernel the run reaches past
+    (``p`` None) as ``later`` says, a list out as its members; a replayed view writes only its own binding, a
+    replayed operator on constants its outputs."""
+    if p is None:
+        reads, writes = later(ins)
+        return _roots_of(reads, values, root), _roots_of(writes, values, root)
+    return _roots_of(ins.args, values, root), ({root.get(s, s) for s in p.outputs} if _is_kernel(p) else set())
+
+
+def _roots_of(args, values, root) -> set:
+    """The view roots of argument slots, with the members of list arguments."""
+    return {root.get(s, s) for s in _expand(args, values)}
+
+
+def _spans_of(slots, span) -> list:
+    """The byte ranges of the slots that have bytes."""
+    return [r for r in map(span, slots) if r is not None]
+
+
 def _meet(a: list, b: list) -> bool:
     """Whether any byte range of ``a`` meets one of ``b`` (as ``np.may_share_memory`` decides for flat storages)."""
-    return any(x0 < y1 and y0 < x1 for x0, x1 in a for y0, y1 in b)
+    for x0, x1 in a:
+        for y0, y1 in b:
+            if x0 < y1 and y0 < x1:
+                return True
+    return False
 
 
 def _spans(values: list) -> Callable[[int], tuple | None]:
