@@ -22,9 +22,11 @@ those change. Make ``fc48s.pte`` with ``bench/export_fc_stack.py --split``.
 import os, sys, time, numpy as np
 import pterun
 from pterun.delegates.xnnpack import graph as G
-from pterun.delegates.xnnpack.litert_engine import env as litert_env, translate as LT
-from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
-S, _, Interp = litert_env.modules()
+import importlib
+from pterun.delegates.xnnpack.litert_engine import env as litert_env
+LT = importlib.import_module("pterun.delegates.xnnpack.litert_engine.translate")  # the package's `translate` is a function
+from pterun.delegates.xnnpack.litert_engine.writer import combine
+_, Interp = litert_env.modules()
 path, threads = sys.argv[1], int(sys.argv[2])
 gaps = "--gaps" in sys.argv[3:]
 m = pterun.Runtime(num_threads=threads, engine="numpy").load_program(path).load_method("forward")
@@ -32,7 +34,7 @@ pf = m._runner.pf
 graphs = [G.Graph.read(pf.delegate_blob(d), m._runner.named_data) for d in m._runner.plan.delegates]
 trs = []
 for g in graphs:
-    t = LT._Translator(S, g); t.check_order(); fused, gone = t.fuse_clamps(); t.fused = fused
+    t = LT._Translator(g); t.check_order(); fused, gone = t.fuse_clamps(); t.fused = fused
     t.producers = {n.fields["output_id"]: n for n in g.nodes if "output_id" in n.fields}
     for n in g.nodes:
         if n.index in gone: continue
@@ -43,38 +45,8 @@ for g in graphs:
     t.node = None
     t.ins = [t.tensor_of(v.id) for v in g.inputs]; t.outs = [t.tensor_of(v.id) for v in g.outputs]
     trs.append(t)
-# combine into one writer
-W = ModelWriter(S)
-subs = []
-for k, t in enumerate(trs):
-    bmap = {0: 0}
-    for b, data, xor in t.blobs:
-        W.buffers.append(S.BufferT()); nb = len(W.buffers) - 1; bmap[b] = nb; W.blobs.append((nb, data, xor))
-    cmap = {}
-    for i, oc in enumerate(t.codes):
-        if oc.builtinCode not in W.opcodes:
-            W.opcodes[oc.builtinCode] = len(W.codes); W.codes.append(oc)
-        cmap[i] = W.opcodes[oc.builtinCode]
-    for tt in t.tensors: tt.buffer = bmap.get(tt.buffer, 0)
-    for o in t.operators: o.opcodeIndex = cmap[o.opcodeIndex]
-    sg = S.SubGraphT(); sg.tensors, sg.operators = t.tensors, t.operators
-    sg.inputs, sg.outputs = np.asarray(t.ins, np.int32), np.asarray(t.outs, np.int32); sg.name = f"g{k}"
-    subs.append(sg)
-sigs = []
-for k, t in enumerate(trs):
-    sd = S.SignatureDefT(); sd.signatureKey = f"g{k}"; sd.subgraphIndex = k
-    sd.inputs = [S.TensorMapT() for _ in t.ins]; sd.outputs = [S.TensorMapT() for _ in t.outs]
-    for j, (tm, ti) in enumerate(zip(sd.inputs, t.ins)): tm.name, tm.tensorIndex = f"i{j}", ti
-    for j, (tm, ti) in enumerate(zip(sd.outputs, t.outs)): tm.name, tm.tensorIndex = f"o{j}", ti
-    sigs.append(sd)
-# serialize with all subgraphs: patch ModelWriter.serialize's single subgraph
-orig_pack = W._pack
-def pack(model):
-    model.subgraphs = subs; model.signatureDefs = sigs
-    return orig_pack(model)
-W._pack = pack
-W.tensors = [tt for t in trs for tt in t.tensors]; W.operators = [o for t in trs for o in t.operators]  # size bound
-model = W.serialize([], [])
+# one model, a subgraph and a signature per graph
+model, _ = combine([(t, t.ins, t.outs) for t in trs])
 it = Interp(model_content=model, num_threads=threads)
 it.allocate_tensors()
 for k in range(len(trs)): it._interpreter.AllocateTensors(k)

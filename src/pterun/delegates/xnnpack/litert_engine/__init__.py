@@ -3,8 +3,9 @@ library ExecuTorch's XNNPACK delegate runs (``ai-edge-litert``, where its wheels
 
 :mod:`.plan` builds and runs the interpreters (``build``, ``pending`` and ``Batch`` for the graphs of a method that
 share one, ``LiteRTPlan``); :mod:`.translate` turns a graph into model bytes, node by node with :mod:`.nodes`
-(portable operators a merged graph holds with :mod:`.lower`), written by :mod:`.writer` over memory from
-:mod:`.memory`; :mod:`.env` holds what touches the installed LiteRT (its modules, its native stderr).
+(portable operators a merged graph holds with :mod:`.lower`), written by :mod:`.writer` in TFLite's format
+(:mod:`.tflite`) over memory from :mod:`.memory`; :mod:`.env` holds what touches the installed LiteRT (its modules,
+its native stderr).
 
 Example::
 

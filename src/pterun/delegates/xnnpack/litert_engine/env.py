@@ -1,10 +1,11 @@
 """The LiteRT installation as the LiteRT engine uses it: the modules it imports once, and LiteRT's native stderr.
 
-:func:`modules` imports ``ai_edge_litert`` (its interpreter and the schema module the model writer uses) on first
-use and checks that they have what the translation needs; anything missing raises :class:`Unavailable` with the
-reason, and the caller runs the graph on the NumPy engine. LiteRT writes ``INFO: Created TensorFlow Lite XNNPACK
-delegate for CPU.`` to the process's stderr when the first interpreter is made; :class:`capture_native_stderr`
-routes such lines into the ``pterun`` logger and passes anything else written to stderr meanwhile back through.
+:func:`modules` imports ``ai_edge_litert``'s interpreter and the ``flatbuffers`` package the model writer builds with
+(:mod:`.tflite`) on first use and checks that they have what the engine calls; anything missing raises
+:class:`Unavailable` with the reason, and the caller runs the graph on the NumPy engine. LiteRT writes ``INFO:
+Created TensorFlow Lite XNNPACK delegate for CPU.`` to the process's stderr when the first interpreter is made;
+:class:`capture_native_stderr` routes such lines into the ``pterun`` logger and passes anything else written to
+stderr meanwhile back through.
 """
 
 from __future__ import annotations
@@ -24,24 +25,17 @@ class Unsupported(Exception):
 
 
 class Unavailable(Exception):
-    """LiteRT (or the schema module the translation writes with) is not installed or not as expected."""
+    """LiteRT (or the ``flatbuffers`` package the model writer builds with) is not installed or not as expected."""
 
 
 # -- the installed modules, checked once ---------------------------------------------------------------------------
-_SCHEMA_NAMES = ("ModelT", "SubGraphT", "TensorT", "BufferT", "OperatorT", "OperatorCodeT",
-                 "QuantizationParametersT", "BlockwiseQuantizationT", "QuantizationDetails", "BuiltinOperator",
-                 "BuiltinOptions", "TensorType", "Padding", "ActivationFunctionType", "Conv2DOptionsT",
-                 "DepthwiseConv2DOptionsT", "FullyConnectedOptionsT", "Pool2DOptionsT", "ReshapeOptionsT",
-                 "ConcatenationOptionsT", "AddOptionsT", "SubOptionsT", "MulOptionsT", "DivOptionsT",
-                 "SoftmaxOptionsT", "LeakyReluOptionsT", "ResizeBilinearOptionsT", "ReducerOptionsT",
-                 "BatchMatMulOptionsT", "TransposeConvOptionsT")
 _modules_cache: tuple | None = None
 _modules_error: str | None = None
 _modules_lock = threading.Lock()
 
 
 def modules() -> tuple:
-    """(schema module, flatbuffers, Interpreter class); raises :class:`Unavailable` with the reason."""
+    """(the flatbuffers package, LiteRT's Interpreter class); raises :class:`Unavailable` with the reason."""
     global _modules_cache, _modules_error
     with _modules_lock:
         if _modules_cache is None and _modules_error is None:
@@ -55,25 +49,21 @@ def modules() -> tuple:
 
 
 def _import_modules() -> tuple:
+    from pterun.delegates.xnnpack.litert_engine.tflite import builder_problem
+
     try:
         import flatbuffers
         from ai_edge_litert import interpreter as interp
-        from ai_edge_litert import schema_py_generated as schema
     except ImportError as e:
         raise Unavailable(f"ai-edge-litert is not installed ({e})") from None
     except Exception as e:  # installed but broken: a native library that does not load here, ...
         raise Unavailable(f"ai-edge-litert does not import ({type(e).__name__}: {e})") from None
-    missing = [n for n in _SCHEMA_NAMES if not hasattr(schema, n)]
-    need_ops = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "PAD", "TRANSPOSE", "RESHAPE")
-    missing += [f"BuiltinOperator.{n}" for n in need_ops if not hasattr(getattr(schema, "BuiltinOperator", None), n)]
-    missing += [f"TensorType.{n}" for n in ("FLOAT32", "INT8", "INT4", "FLOAT16")
-                if not hasattr(getattr(schema, "TensorType", None), n)]
-    if missing:
-        raise Unavailable(f"ai_edge_litert.schema_py_generated lacks {', '.join(missing[:5])}"
-                          f"{' ...' if len(missing) > 5 else ''} (a LiteRT version this pterun was not tested with)")
-    if not hasattr(interp, "Interpreter") or not hasattr(schema.ModelT, "Pack"):
-        raise Unavailable("ai_edge_litert has no Interpreter or its schema module no object API")
-    return schema, flatbuffers, interp.Interpreter
+    problem = builder_problem(flatbuffers)
+    if problem is not None:
+        raise Unavailable(f"the flatbuffers package {problem} (the model writer needs flatbuffers 2 or later)")
+    if not hasattr(interp, "Interpreter"):
+        raise Unavailable("ai_edge_litert has no Interpreter (a LiteRT version this pterun was not tested with)")
+    return flatbuffers, interp.Interpreter
 
 
 def available() -> str | None:

@@ -64,7 +64,7 @@ class NodeRules:
         if xq is None or wq is None or xq.kind != G.PER_TENSOR:
             raise self.no(f"quantized bias {what} without a static int8 input and weights")
         scale = (F32(xq.scale) * np.asarray(wq.scale, F32).reshape(-1)).astype(F32)
-        quant = self.S.QuantizationParametersT()
+        quant = self.S.QuantizationParameters()
         quant.scale = scale
         quant.zeroPoint = np.zeros(scale.size, np.int64)
         quant.quantizedDimension = 0

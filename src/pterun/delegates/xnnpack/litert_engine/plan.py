@@ -369,7 +369,7 @@ def _build_alone(plan: LiteRTPlan) -> None:
 
 
 def _build_group(plans: list) -> None:
-    _, _, Interpreter = modules()
+    _, Interpreter = modules()
     parts = [p._pending[0] for p in plans]
     try:
         model, packed = combine(parts)

@@ -31,8 +31,8 @@ _FUSES = frozenset({"Conv2d", "DepthwiseConv2d", "FullyConnected", "Add", "Subtr
 
 
 class _Translator(NodeRules, KernelRules, ModelWriter):
-    def __init__(self, schema, graph: G.Graph):
-        super().__init__(schema)
+    def __init__(self, graph: G.Graph):
+        super().__init__()
         self.g = graph
         self.tid: dict[int, int] = {}  # XNNPACK value id -> TFLite tensor index
         self.alias: dict[int, int] = {}  # value id -> the value whose tensor it shares (dropped Converts)
@@ -104,7 +104,7 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
         q = v.quant
         if q is None:
             return None
-        p = self.S.QuantizationParametersT()
+        p = self.S.QuantizationParameters()
         if q.kind == G.PER_TENSOR:
             p.scale = np.asarray([q.scale], F32)
             p.zeroPoint = np.asarray([q.zero_point], np.int64)
@@ -129,7 +129,7 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
             if bad.any():
                 raise self.no(f"{v.describe()}: block scale {float(s32[bad][0])!r} is not exactly representable "
                               "in fp16, which TFLite's blockwise int4 requires")
-            b = self.S.BlockwiseQuantizationT()
+            b = self.S.BlockwiseQuantization()
             b.scales = self.const(s16, "FLOAT16")
             b.blockSize = gs
             p.detailsType = self.S.QuantizationDetails.BlockwiseQuantization
@@ -336,9 +336,9 @@ class Part(NamedTuple):
 
 def translate_part(graph: G.Graph) -> Part:
     """:func:`translate` without writing the model: several parts become one model with :func:`combine`."""
-    schema, _, _ = modules()
+    modules()
     try:
-        w = _Translator(schema, graph)
+        w = _Translator(graph)
         ins, outs = w.build()
         return Part(w, ins, outs, w.fixed_shape)
     except (Unsupported, Unavailable):
@@ -349,9 +349,9 @@ def translate_part(graph: G.Graph) -> Part:
 
 def combine(parts: list) -> tuple[bytes, list]:
     """One TFLite model holding ``parts`` as subgraphs 0, 1, ...: (bytes, ranges only weight packing reads)."""
-    schema, _, _ = modules()
+    modules()
     try:
-        return _combine(schema, [(p.writer, p.inputs, p.outputs) for p in parts])
+        return _combine([(p.writer, p.inputs, p.outputs) for p in parts])
     except Exception as e:
         raise Unsupported(f"combining {len(parts)} graphs failed ({type(e).__name__}: {e})") from e
 
@@ -360,13 +360,13 @@ def translate(graph: G.Graph) -> Translation:
     """The TFLite model of ``graph``.
 
     Raises :class:`Unsupported` for a graph this translation does not cover, :class:`Unavailable` when LiteRT or
-    its schema module is missing.
+    the ``flatbuffers`` package is missing.
     """
-    schema, _, _ = modules()
+    modules()
     try:
-        return _Translator(schema, graph).run()
+        return _Translator(graph).run()
     except (Unsupported, Unavailable):
         raise
-    except Exception as e:  # a field out of TFLite's range, or a schema module that changed its object API
+    except Exception as e:  # a field out of TFLite's range
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 

@@ -1,15 +1,17 @@
 """A TFLite model written in memory: tensors, constant buffers and operators, packed into one flatbuffer.
 
-The flatbuffer is built with the ``flatbuffers`` package and the object API of the schema module LiteRT ships
-(``ai_edge_litert.schema_py_generated``). Constant data is not put inside the flatbuffer: it follows it, 64-byte
-aligned, each buffer pointing at its bytes with ``Buffer.offset``/``size``, so the weights are copied once, straight
-from the payload's arrays into the model's bytes.
+The model's tables are :mod:`.tflite`'s records, and :func:`.tflite.serialize` writes the flatbuffer with the
+``flatbuffers`` package's Builder (:attr:`ModelWriter.S` is that module: the schema's codes for the translation's
+rules). Constant data is not put inside the flatbuffer: it follows it, 64-byte aligned, each buffer pointing at its
+bytes with ``Buffer.offset``/``size``, so the weights are copied once, straight from the payload's arrays into the
+model's bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from pterun.delegates.xnnpack.litert_engine import tflite as TFL
 from pterun.delegates.xnnpack.litert_engine.memory import new_bytes
 
 __all__ = ["ModelWriter", "combine"]
@@ -22,13 +24,14 @@ _VERSIONS = {"BROADCAST_TO": 2}
 class ModelWriter:
     """The model being written. ``no(what)`` makes the exception a missing operator raises (subclasses say where)."""
 
-    def __init__(self, schema):
-        self.S = schema
-        self.tensors: list = []
-        self.operators: list = []
+    S = TFL  # the schema's codes (``self.S.TensorType.INT8``, ...) and records
+
+    def __init__(self):
+        self.tensors: list[TFL.Tensor] = []
+        self.operators: list[TFL.Operator] = []
         self.opcodes: dict[int, int] = {}
-        self.codes: list = []
-        self.buffers = [schema.BufferT()]  # buffer 0: the empty sentinel TFLite requires
+        self.codes: list[TFL.OperatorCode] = []
+        self.buffers = [TFL.Buffer()]  # buffer 0: the empty sentinel TFLite requires
         # (buffer index, bytes to place after the flatbuffer, a byte to XOR them with on the way or 0)
         self.blobs: list[tuple[int, np.ndarray, int]] = []
         self.op_names: list[str] = []
@@ -38,20 +41,13 @@ class ModelWriter:
         return ValueError(what)
 
     def add_tensor(self, shape, ttype: int, buf: int = 0, quant=None, name: str = "") -> int:
-        t = self.S.TensorT()
-        t.shape = np.asarray(shape, np.int32)
-        t.type = ttype
-        t.buffer = buf
-        t.quantization = quant
-        t.name = name
-        self.tensors.append(t)
+        self.tensors.append(TFL.Tensor(np.asarray(shape, np.int32), ttype, buf, quant, name))
         return len(self.tensors) - 1
 
     def buffer(self, data: np.ndarray, xor: int = 0) -> int:
         """A buffer holding ``data``'s bytes, each XORed with ``xor`` as it is copied into the model (4-bit weights
         change sign convention that way without a temporary copy of them)."""
-        b = self.S.BufferT()
-        self.buffers.append(b)
+        self.buffers.append(TFL.Buffer())
         self.blobs.append((len(self.buffers) - 1, np.asarray(data).reshape(-1).view(np.uint8), xor))
         return len(self.buffers) - 1
 
@@ -63,27 +59,18 @@ class ModelWriter:
         return self.const(np.asarray(values, np.int32), "INT32")
 
     def op(self, name: str, inputs: list, outputs: list, options: str | None = None, **fields) -> None:
-        S = self.S
-        code = getattr(S.BuiltinOperator, name, None)
+        """Operator ``name`` reading tensors ``inputs`` (-1: an optional one left out) and writing ``outputs``, with
+        options table ``options`` holding ``fields`` (the others at the schema's defaults)."""
+        code = vars(TFL.BuiltinOperator).get(name)
         if code is None:
-            raise self.no(f"this LiteRT has no {name} operator")
+            raise self.no(f"pterun writes no TFLite {name} operator")
         if code not in self.opcodes:
-            oc = S.OperatorCodeT()
-            oc.builtinCode = code
-            oc.deprecatedBuiltinCode = min(code, 127)
-            oc.version = _VERSIONS.get(name, 1)
             self.opcodes[code] = len(self.codes)
-            self.codes.append(oc)
-        o = S.OperatorT()
-        o.opcodeIndex = self.opcodes[code]
-        o.inputs = np.asarray(inputs, np.int32)
-        o.outputs = np.asarray(outputs, np.int32)
+            # codes past 127 have a placeholder in the old byte-wide field
+            self.codes.append(TFL.OperatorCode(code, min(code, 127), _VERSIONS.get(name, 1)))
+        o = TFL.Operator(self.opcodes[code], np.asarray(inputs, np.int32), np.asarray(outputs, np.int32))
         if options is not None:
-            opt = getattr(S, options + "T")()
-            for k, val in fields.items():
-                setattr(opt, k, val)
-            o.builtinOptionsType = getattr(S.BuiltinOptions, options)
-            o.builtinOptions = opt
+            o.builtinOptionsType, o.builtinOptions = TFL.options(options, fields)
         self.operators.append(o)
         self.op_names.append(name)
 
@@ -101,25 +88,14 @@ class ModelWriter:
         """(offset, size) in the model's bytes of :meth:`packed_buffers`. Call after serialize."""
         return [(self.buffers[b].offset, self.buffers[b].size) for b in self.packed_buffers()]
 
-    def subgraph(self, ins: list[int], outs: list[int], name: str = "main"):
-        sg = self.S.SubGraphT()
-        sg.tensors, sg.operators = self.tensors, self.operators
-        sg.inputs, sg.outputs = np.asarray(ins, np.int32), np.asarray(outs, np.int32)
-        sg.name = name
-        return sg
+    def subgraph(self, ins: list[int], outs: list[int], name: str = "main") -> TFL.SubGraph:
+        return TFL.SubGraph(self.tensors, self.operators, np.asarray(ins, np.int32), np.asarray(outs, np.int32), name)
 
     def serialize(self, ins: list[int], outs: list[int]) -> bytes:
         return self._serialize([self.subgraph(ins, outs)])
 
     def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
-        S = self.S
-        m = S.ModelT()
-        m.version = 3
-        m.operatorCodes = self.codes
-        m.subgraphs = subgraphs
-        m.signatureDefs = signatures
-        m.buffers = self.buffers
-        m.description = "pterun XNNPACK delegate"
+        m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate")
         # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
         # on the flatbuffer's size, so it is packed once (twice only if the bound was too small)
         at = _align(self.size_bound())
@@ -128,7 +104,7 @@ class ModelWriter:
             for b, data, _ in self.blobs:
                 self.buffers[b].offset, self.buffers[b].size = pos, data.size
                 pos = _align(pos + data.size)
-            fb = self._pack(m)
+            fb = self._pack(m, at)
             if len(fb) <= at:
                 break
             at = _align(len(fb) + 4096)
@@ -168,12 +144,8 @@ class ModelWriter:
             n += 160 + 4 * (len(o.inputs) + len(o.outputs))
         return n
 
-    def _pack(self, m) -> bytes:
-        import flatbuffers
-
-        b = flatbuffers.Builder(1 << 16)
-        b.Finish(m.Pack(b), file_identifier=b"TFL3")
-        return bytes(b.Output())
+    def _pack(self, m: TFL.Model, bound: int) -> bytearray:
+        return TFL.serialize(m, bound)
 
 
 # operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
@@ -185,17 +157,17 @@ def _align(n: int, to: int = 64) -> int:
 
 
 
-def combine(schema, members: list) -> tuple[bytes, list[tuple[int, int]]]:
+def combine(members: list) -> tuple[bytes, list[tuple[int, int]]]:
     """One model holding each member as a subgraph with a signature of its own (``"g<k>"``), so one LiteRT
     interpreter, and one XNNPACK thread pool, runs them all. ``members`` are ``(writer, inputs, outputs)``; each
     writer's tensors, operators and buffers are renumbered into the combined model (the writers are changed).
     Returns the model's bytes and the (offset, size) ranges only XNNPACK's weight packing reads."""
-    out = ModelWriter(schema)
+    out = ModelWriter()
     subgraphs, signatures, packed = [], [], []
     for k, (w, ins, outs) in enumerate(members):
         bmap = {0: 0}
         for b, data, xor in w.blobs:
-            out.buffers.append(schema.BufferT())
+            out.buffers.append(TFL.Buffer())
             bmap[b] = len(out.buffers) - 1
             out.blobs.append((bmap[b], data, xor))
         packed += [bmap[b] for b in w.packed_buffers()]
@@ -212,19 +184,11 @@ def combine(schema, members: list) -> tuple[bytes, list[tuple[int, int]]]:
         out.tensors += w.tensors  # for size_bound only: each subgraph numbers its own tensors
         out.operators += w.operators
         subgraphs.append(w.subgraph(ins, outs, f"g{k}"))
-        sd = schema.SignatureDefT()
-        sd.signatureKey, sd.subgraphIndex = f"g{k}", k
-        sd.inputs, sd.outputs = _tensor_maps(schema, "i", ins), _tensor_maps(schema, "o", outs)
-        signatures.append(sd)
+        signatures.append(TFL.SignatureDef(f"g{k}", k, _tensor_maps("i", ins), _tensor_maps("o", outs)))
     out.extra_subgraphs = len(members)
     model = out._serialize(subgraphs, signatures)
     return model, [(out.buffers[b].offset, out.buffers[b].size) for b in sorted(set(packed))]
 
 
-def _tensor_maps(schema, prefix: str, tensors: list) -> list:
-    maps = []
-    for j, t in enumerate(tensors):
-        tm = schema.TensorMapT()
-        tm.name, tm.tensorIndex = f"{prefix}{j}", int(t)
-        maps.append(tm)
-    return maps
+def _tensor_maps(prefix: str, tensors: list) -> list[TFL.TensorMap]:
+    return [TFL.TensorMap(f"{prefix}{j}", int(t)) for j, t in enumerate(tensors)]

@@ -1,0 +1,401 @@
+"""The TFLite model format as pterun writes it: the facts of TFLite's schema the translation uses, plain records of
+the tables it fills, and :func:`serialize`, which writes them with the ``flatbuffers`` package's ``Builder``.
+
+The facts come from TFLite's ``schema.fbs`` (the schema LiteRT reads): the ``BuiltinOperator`` code of every
+operator the translation can emit, the ``TensorType``, ``Padding``, ``ActivationFunctionType`` and
+``QuantizationDetails`` codes, and for each options table it fills, its index in the ``BuiltinOptions`` union and
+its fields as (slot, scalar type, default). A field's slot is its position in its table, deprecated fields
+counted (``schema.fbs``'s ``id``); a table that leaves a field out holds its default, so a value equal to the
+default is not written (as flatbuffers' own builders do). Field names are spelled as LiteRT's Python API spells
+them (``fusedActivationFunction`` for ``fused_activation_function``).
+
+The records hold what pterun sets and nothing else; :func:`serialize` writes each table with the Builder's
+low-level calls. A table or vector that several others point at is written once and shared (a flatbuffer may point
+at one object from many places): the quantization of a tensor and its copies, equal shapes, equal options.
+
+Example::
+
+    >>> m = Model(operatorCodes=[], subgraphs=[SubGraph([Tensor(np.array([2], np.int32), TensorType.FLOAT32)],
+    ...           [], [0], [0])], buffers=[Buffer()])
+    >>> bytes(serialize(m)[4:8])
+    b'TFL3'
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+__all__ = ["ActivationFunctionType", "BlockwiseQuantization", "Buffer", "BuiltinOperator", "BuiltinOptions", "Model",
+           "Operator", "OperatorCode", "Options", "Padding", "QuantizationDetails", "QuantizationParameters",
+           "SignatureDef", "SubGraph", "Tensor", "TensorMap", "TensorType", "builder_problem", "options",
+           "serialize"]
+
+# -- the schema's enums, as far as pterun uses them ----------------------------------------------------------------
+#: the operators the translation emits (nodes.py, lower.py, exact.py, translate.py), and GATHER and CAST
+BuiltinOperator = SimpleNamespace(
+    ADD=0, AVERAGE_POOL_2D=1, CONCATENATION=2, CONV_2D=3, DEPTHWISE_CONV_2D=4, DEQUANTIZE=6, FLOOR=8,
+    FULLY_CONNECTED=9, LOGISTIC=14, MAX_POOL_2D=17, MUL=18, RELU=19, RELU_N1_TO_1=20, RELU6=21, RESHAPE=22,
+    RESIZE_BILINEAR=23, SOFTMAX=25, TANH=28, PAD=34, GATHER=36, TRANSPOSE=39, MEAN=40, SUB=41, DIV=42, EXP=47,
+    SPLIT=49, CAST=53, PRELU=54, MAXIMUM=55, MINIMUM=57, LESS=58, NEG=59, PADV2=60, GREATER=61, GREATER_EQUAL=62,
+    LESS_EQUAL=63, SLICE=65, SIN=66, TRANSPOSE_CONV=67, EQUAL=71, NOT_EQUAL=72, LOG=73, SQRT=75, RSQRT=76,
+    LOGICAL_NOT=87, REDUCE_ANY=91, SQUARE=92, FILL=94, LEAKY_RELU=98, ABS=101, CEIL=104, COS=108, ELU=111,
+    QUANTIZE=114, HARD_SWISH=117, SELECT_V2=123, BATCH_MATMUL=126, CUMSUM=128, BROADCAST_TO=130, GELU=150)
+TensorType = SimpleNamespace(
+    FLOAT32=0, FLOAT16=1, INT32=2, UINT8=3, INT64=4, STRING=5, BOOL=6, INT16=7, COMPLEX64=8, INT8=9, FLOAT64=10,
+    COMPLEX128=11, UINT64=12, RESOURCE=13, VARIANT=14, UINT32=15, UINT16=16, INT4=17, BFLOAT16=18)
+Padding = SimpleNamespace(SAME=0, VALID=1)
+ActivationFunctionType = SimpleNamespace(NONE=0, RELU=1, RELU_N1_TO_1=2, RELU6=3, TANH=4, SIGN_BIT=5)
+QuantizationDetails = SimpleNamespace(NONE=0, CustomQuantization=1, BlockwiseQuantization=2)
+
+_ACT = ("i8", 0)  # an ActivationFunctionType field (a byte), NONE by default
+#: options table -> (its index in the BuiltinOptions union, {field: (slot, scalar type, default)})
+OPTIONS = {
+    "Conv2DOptions": (1, {"padding": (0, "i8", 0), "strideW": (1, "i32", 0), "strideH": (2, "i32", 0),
+                          "fusedActivationFunction": (3, *_ACT), "dilationWFactor": (4, "i32", 1),
+                          "dilationHFactor": (5, "i32", 1), "quantizedBiasType": (6, "i8", 0)}),
+    "DepthwiseConv2DOptions": (2, {"padding": (0, "i8", 0), "strideW": (1, "i32", 0), "strideH": (2, "i32", 0),
+                                   "depthMultiplier": (3, "i32", 0), "fusedActivationFunction": (4, *_ACT),
+                                   "dilationWFactor": (5, "i32", 1), "dilationHFactor": (6, "i32", 1)}),
+    "Pool2DOptions": (5, {"padding": (0, "i8", 0), "strideW": (1, "i32", 0), "strideH": (2, "i32", 0),
+                          "filterWidth": (3, "i32", 0), "filterHeight": (4, "i32", 0),
+                          "fusedActivationFunction": (5, *_ACT)}),
+    "FullyConnectedOptions": (8, {"fusedActivationFunction": (0, *_ACT), "weightsFormat": (1, "i8", 0),
+                                  "keepNumDims": (2, "bool", False), "asymmetricQuantizeInputs": (3, "bool", False),
+                                  "quantizedBiasType": (4, "i8", 0)}),
+    "SoftmaxOptions": (9, {"beta": (0, "f32", 0.0)}),
+    "ConcatenationOptions": (10, {"axis": (0, "i32", 0), "fusedActivationFunction": (1, *_ACT)}),
+    "AddOptions": (11, {"fusedActivationFunction": (0, *_ACT), "potScaleInt16": (1, "bool", True)}),
+    "ResizeBilinearOptions": (15, {"alignCorners": (2, "bool", False), "halfPixelCenters": (3, "bool", False)}),
+    "MulOptions": (21, {"fusedActivationFunction": (0, *_ACT)}),
+    "ReducerOptions": (27, {"keepDims": (0, "bool", False)}),
+    "SubOptions": (28, {"fusedActivationFunction": (0, *_ACT), "potScaleInt16": (1, "bool", True)}),
+    "DivOptions": (29, {"fusedActivationFunction": (0, *_ACT)}),
+    "GatherOptions": (23, {"axis": (0, "i32", 0), "batchDims": (1, "i32", 0)}),
+    "SplitOptions": (35, {"numSplits": (0, "i32", 0)}),
+    "CastOptions": (37, {"inDataType": (0, "i8", 0), "outDataType": (1, "i8", 0)}),
+    "TransposeConvOptions": (49, {"padding": (0, "i8", 0), "strideW": (1, "i32", 0), "strideH": (2, "i32", 0),
+                                  "fusedActivationFunction": (3, *_ACT), "quantizedBiasType": (4, "i8", 0)}),
+    "LeakyReluOptions": (75, {"alpha": (0, "f32", 0.0)}),
+    "BatchMatMulOptions": (101, {"adjX": (0, "bool", False), "adjY": (1, "bool", False),
+                                 "asymmetricQuantizeInputs": (2, "bool", False)}),
+    "CumsumOptions": (102, {"exclusive": (0, "bool", False), "reverse": (1, "bool", False)}),
+    "GeluOptions": (116, {"approximate": (0, "bool", False)}),
+}
+BuiltinOptions = SimpleNamespace(NONE=0, **{name: index for name, (index, _) in OPTIONS.items()})
+#: scalar type -> the Builder call that writes a field of it
+_PREPEND = {"bool": "PrependBoolSlot", "i8": "PrependInt8Slot", "u8": "PrependUint8Slot", "i32": "PrependInt32Slot",
+            "u32": "PrependUint32Slot", "f32": "PrependFloat32Slot"}
+
+
+# -- records of the tables -----------------------------------------------------------------------------------------
+class _Record:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{k}={getattr(self, k)!r}' for k in self.__slots__)})"
+
+
+class Tensor(_Record):
+    """``shape``: an int32 array; ``buffer``: 0 for none (a value computed at run time)."""
+
+    __slots__ = ("shape", "type", "buffer", "quantization", "name")
+
+    def __init__(self, shape, type: int, buffer: int = 0, quantization=None, name: str = ""):
+        self.shape, self.type, self.buffer, self.quantization, self.name = shape, type, buffer, quantization, name
+
+
+class QuantizationParameters(_Record):
+    """``scale`` float32, ``zeroPoint`` int64 (per tensor, or per channel along ``quantizedDimension``); or the
+    blockwise ``details`` (``detailsType`` :attr:`QuantizationDetails.BlockwiseQuantization`)."""
+
+    __slots__ = ("scale", "zeroPoint", "quantizedDimension", "detailsType", "details")
+
+    def __init__(self, scale=None, zeroPoint=None, quantizedDimension: int = 0, detailsType: int = 0, details=None):
+        self.scale, self.zeroPoint, self.quantizedDimension = scale, zeroPoint, quantizedDimension
+        self.detailsType, self.details = detailsType, details
+
+
+class BlockwiseQuantization(_Record):
+    """``scales``: the tensor index of the fp16 block scales; ``zeroPoints``: of their zero points (0: none)."""
+
+    __slots__ = ("scales", "zeroPoints", "blockSize")
+
+    def __init__(self, scales: int = 0, zeroPoints: int = 0, blockSize: int = 0):
+        self.scales, self.zeroPoints, self.blockSize = scales, zeroPoints, blockSize
+
+
+class Options(_Record):
+    """An options table: its name in :data:`OPTIONS` and the fields set (name -> value)."""
+
+    __slots__ = ("table", "fields")
+
+    def __init__(self, table: str, fields: dict):
+        self.table, self.fields = table, fields
+
+
+class Operator(_Record):
+    """``inputs``/``outputs``: int32 arrays of tensor indices (-1: an optional input left out)."""
+
+    __slots__ = ("opcodeIndex", "inputs", "outputs", "builtinOptionsType", "builtinOptions")
+
+    def __init__(self, opcodeIndex: int, inputs, outputs, builtinOptionsType: int = 0, builtinOptions=None):
+        self.opcodeIndex, self.inputs, self.outputs = opcodeIndex, inputs, outputs
+        self.builtinOptionsType, self.builtinOptions = builtinOptionsType, builtinOptions
+
+
+class OperatorCode(_Record):
+    __slots__ = ("builtinCode", "deprecatedBuiltinCode", "version")
+
+    def __init__(self, builtinCode: int, deprecatedBuiltinCode: int, version: int = 1):
+        self.builtinCode, self.deprecatedBuiltinCode, self.version = builtinCode, deprecatedBuiltinCode, version
+
+
+class Buffer(_Record):
+    """Where a buffer's bytes lie in the model's bytes (after the flatbuffer); offset 0, size 0: none."""
+
+    __slots__ = ("offset", "size")
+
+    def __init__(self, offset: int = 0, size: int = 0):
+        self.offset, self.size = offset, size
+
+
+class SubGraph(_Record):
+    __slots__ = ("tensors", "operators", "inputs", "outputs", "name")
+
+    def __init__(self, tensors: list, operators: list, inputs, outputs, name: str = "main"):
+        self.tensors, self.operators, self.inputs, self.outputs, self.name = tensors, operators, inputs, outputs, name
+
+
+class TensorMap(_Record):
+    __slots__ = ("name", "tensorIndex")
+
+    def __init__(self, name: str, tensorIndex: int):
+        self.name, self.tensorIndex = name, tensorIndex
+
+
+class SignatureDef(_Record):
+    """``inputs``/``outputs``: lists of :class:`TensorMap`."""
+
+    __slots__ = ("signatureKey", "subgraphIndex", "inputs", "outputs")
+
+    def __init__(self, signatureKey: str, subgraphIndex: int, inputs: list, outputs: list):
+        self.signatureKey, self.subgraphIndex, self.inputs, self.outputs = signatureKey, subgraphIndex, inputs, outputs
+
+
+class Model(_Record):
+    __slots__ = ("operatorCodes", "subgraphs", "buffers", "signatureDefs", "description", "version")
+
+    def __init__(self, operatorCodes: list, subgraphs: list, buffers: list, signatureDefs: list | None = None,
+                 description: str = "", version: int = 3):
+        self.operatorCodes, self.subgraphs, self.buffers = operatorCodes, subgraphs, buffers
+        self.signatureDefs, self.description, self.version = signatureDefs, description, version
+
+
+def options(table: str, fields: dict) -> tuple[int, Options]:
+    """(the union index, the record) of options table ``table`` with ``fields``; ValueError for a table or a field
+    this module does not know."""
+    known = OPTIONS.get(table)
+    if known is None:
+        raise ValueError(f"no options table {table} in pterun's TFLite schema")
+    unknown = [k for k in fields if k not in known[1]]
+    if unknown:
+        raise ValueError(f"{table} has no field {unknown[0]}")
+    return known[0], Options(table, fields)
+
+
+# -- writing -------------------------------------------------------------------------------------------------------
+def serialize(model: Model, size_hint: int = 1 << 16) -> bytearray:
+    """The flatbuffer of ``model`` (file identifier ``TFL3``). ``size_hint``: the Builder's first buffer size (it
+    grows as needed)."""
+    import flatbuffers
+
+    b = flatbuffers.Builder(min(max(int(size_hint), 1024), flatbuffers.Builder.MAX_BUFFER_SIZE))
+    b.Finish(_Writer(b).model(model), file_identifier=b"TFL3")
+    return b.Output()
+
+
+#: what :func:`serialize` calls on a Builder
+_BUILDER_CALLS = ("StartObject", "EndObject", "StartVector", "EndVector", "CreateString", "CreateNumpyVector",
+                  "PrependUOffsetTRelative", "PrependUOffsetTRelativeSlot", "Finish", "Output",
+                  *sorted(set(_PREPEND.values())), "PrependUint64Slot")
+
+
+def builder_problem(flatbuffers) -> str | None:
+    """None when ``flatbuffers``'s Builder has what :func:`serialize` calls (flatbuffers 2 or later: its
+    ``EndVector`` takes no length), else what is wrong."""
+    builder = getattr(flatbuffers, "Builder", None)
+    if builder is None:
+        return "has no Builder"
+    missing = [n for n in _BUILDER_CALLS if not hasattr(builder, n)]
+    if missing:
+        return f"has a Builder without {', '.join(missing)}"
+    try:
+        b = builder(64)
+        b.StartVector(4, 0, 4)
+        b.EndVector()
+    except Exception as e:  # flatbuffers 1.x: EndVector(vectorNumElems)
+        return f"has a Builder that does not end a vector as flatbuffers 2 does ({type(e).__name__}: {e})"
+    return None
+
+
+class _Writer:
+    """One model's tables written into Builder ``b``, children before their parents (a flatbuffer is built from its
+    end), with the tables and vectors written so far that others may share."""
+
+    def __init__(self, b):
+        self.b = b
+        self.strings: dict[str, int] = {}
+        self.shapes: dict[bytes, int] = {}
+        self.shared: dict = {}  # quantization by id (with the record, kept alive), options by value -> offset
+
+    def string(self, s: str) -> int:
+        off = self.strings.get(s)
+        if off is None:
+            off = self.strings[s] = self.b.CreateString(s)
+        return off
+
+    def ints(self, values) -> int:
+        return self.b.CreateNumpyVector(np.asarray(values, np.int32).reshape(-1))
+
+    def offsets(self, items: list) -> int:
+        """A vector of the tables (or strings) at offsets ``items``, in order."""
+        b = self.b
+        b.StartVector(4, len(items), 4)
+        for off in reversed(items):
+            b.PrependUOffsetTRelative(off)
+        return b.EndVector()
+
+    def model(self, m: Model) -> int:
+        b = self.b
+        subgraphs = self.offsets([self.subgraph(sg) for sg in m.subgraphs])
+        codes = self.offsets([self.opcode(oc) for oc in m.operatorCodes])
+        buffers = self.offsets([self.buffer(buf) for buf in m.buffers])
+        sigs = self.offsets([self.signature(sd) for sd in m.signatureDefs]) if m.signatureDefs is not None else 0
+        description = self.string(m.description)
+        b.StartObject(8)
+        b.PrependUOffsetTRelativeSlot(1, codes, 0)
+        b.PrependUOffsetTRelativeSlot(2, subgraphs, 0)
+        b.PrependUOffsetTRelativeSlot(3, description, 0)
+        b.PrependUOffsetTRelativeSlot(4, buffers, 0)
+        b.PrependUOffsetTRelativeSlot(7, sigs, 0)
+        b.PrependUint32Slot(0, m.version, 0)
+        return b.EndObject()
+
+    def subgraph(self, sg: SubGraph) -> int:
+        b = self.b
+        tensors = self.offsets([self.tensor(t) for t in sg.tensors])
+        operators = self.offsets([self.operator(o) for o in sg.operators])
+        ins, outs, name = self.ints(sg.inputs), self.ints(sg.outputs), self.string(sg.name)
+        b.StartObject(5)
+        b.PrependUOffsetTRelativeSlot(0, tensors, 0)
+        b.PrependUOffsetTRelativeSlot(1, ins, 0)
+        b.PrependUOffsetTRelativeSlot(2, outs, 0)
+        b.PrependUOffsetTRelativeSlot(3, operators, 0)
+        b.PrependUOffsetTRelativeSlot(4, name, 0)
+        return b.EndObject()
+
+    def tensor(self, t: Tensor) -> int:
+        b = self.b
+        shape = np.asarray(t.shape, np.int32).reshape(-1)
+        key = shape.tobytes()
+        dims = self.shapes.get(key)
+        if dims is None:
+            dims = self.shapes[key] = b.CreateNumpyVector(shape)
+        name = self.string(t.name) if t.name is not None else 0
+        quant = self.quantization(t.quantization) if t.quantization is not None else 0
+        b.StartObject(5)
+        b.PrependUOffsetTRelativeSlot(0, dims, 0)
+        b.PrependUOffsetTRelativeSlot(3, name, 0)
+        b.PrependUOffsetTRelativeSlot(4, quant, 0)
+        b.PrependUint32Slot(2, t.buffer, 0)
+        b.PrependInt8Slot(1, t.type, 0)
+        return b.EndObject()
+
+    def quantization(self, q: QuantizationParameters) -> int:
+        got = self.shared.get(id(q))
+        if got is not None:
+            return got[0]
+        b = self.b
+        scale = b.CreateNumpyVector(np.asarray(q.scale, np.float32).reshape(-1)) if q.scale is not None else 0
+        zero = b.CreateNumpyVector(np.asarray(q.zeroPoint, np.int64).reshape(-1)) if q.zeroPoint is not None else 0
+        details = 0
+        if q.details is not None:
+            if q.detailsType != QuantizationDetails.BlockwiseQuantization:
+                raise ValueError(f"quantization details of type {q.detailsType}")
+            d = q.details
+            b.StartObject(3)
+            b.PrependInt32Slot(0, d.scales, 0)
+            b.PrependInt32Slot(1, d.zeroPoints, 0)
+            b.PrependInt32Slot(2, d.blockSize, 0)
+            details = b.EndObject()
+        b.StartObject(7)
+        b.PrependUOffsetTRelativeSlot(2, scale, 0)
+        b.PrependUOffsetTRelativeSlot(3, zero, 0)
+        b.PrependUOffsetTRelativeSlot(5, details, 0)
+        b.PrependInt32Slot(6, q.quantizedDimension, 0)
+        b.PrependUint8Slot(4, q.detailsType, 0)
+        off = b.EndObject()
+        self.shared[id(q)] = (off, q)
+        return off
+
+    def operator(self, o: Operator) -> int:
+        b = self.b
+        ins, outs = self.ints(o.inputs), self.ints(o.outputs)
+        opts = self.options(o.builtinOptions) if o.builtinOptions is not None else 0
+        b.StartObject(5)
+        b.PrependUOffsetTRelativeSlot(1, ins, 0)
+        b.PrependUOffsetTRelativeSlot(2, outs, 0)
+        b.PrependUOffsetTRelativeSlot(4, opts, 0)
+        b.PrependUint32Slot(0, o.opcodeIndex, 0)
+        b.PrependUint8Slot(3, o.builtinOptionsType, 0)
+        return b.EndObject()
+
+    def options(self, opt: Options) -> int:
+        key = (opt.table, tuple(opt.fields.items()))
+        off = self.shared.get(key)
+        if off is None:
+            b = self.b
+            _, layout = OPTIONS[opt.table]
+            b.StartObject(1 + max(slot for slot, _, _ in layout.values()))
+            for name, value in opt.fields.items():
+                slot, kind, default = layout[name]
+                getattr(b, _PREPEND[kind])(slot, value, default)
+            off = self.shared[key] = b.EndObject()
+        return off
+
+    def opcode(self, oc: OperatorCode) -> int:
+        b = self.b
+        b.StartObject(4)
+        b.PrependInt32Slot(3, oc.builtinCode, 0)
+        b.PrependInt32Slot(2, oc.version, 1)
+        b.PrependInt8Slot(0, oc.deprecatedBuiltinCode, 0)
+        return b.EndObject()
+
+    def buffer(self, buf: Buffer) -> int:
+        b = self.b
+        b.StartObject(3)
+        b.PrependUint64Slot(1, buf.offset, 0)
+        b.PrependUint64Slot(2, buf.size, 0)
+        return b.EndObject()
+
+    def signature(self, sd: SignatureDef) -> int:
+        b = self.b
+        ins = self.offsets([self.tensor_map(tm) for tm in sd.inputs])
+        outs = self.offsets([self.tensor_map(tm) for tm in sd.outputs])
+        key = self.string(sd.signatureKey)
+        b.StartObject(5)
+        b.PrependUOffsetTRelativeSlot(0, ins, 0)
+        b.PrependUOffsetTRelativeSlot(1, outs, 0)
+        b.PrependUOffsetTRelativeSlot(2, key, 0)
+        b.PrependUint32Slot(4, sd.subgraphIndex, 0)
+        return b.EndObject()
+
+    def tensor_map(self, tm: TensorMap) -> int:
+        b = self.b
+        name = self.string(tm.name)
+        b.StartObject(2)
+        b.PrependUOffsetTRelativeSlot(0, name, 0)
+        b.PrependUint32Slot(1, tm.tensorIndex, 0)
+        return b.EndObject()

@@ -1,0 +1,317 @@
+"""The LiteRT engine's TFLite writer (``litert_engine/tflite.py``), read back by LiteRT's own generated schema module
+(``ai_edge_litert.schema_py_generated``, the independent reader): its schema facts are LiteRT's, and every model
+the committed programs and the kernel-node lowerings translate into holds what the writer was given, field by field,
+and what LiteRT's object API packed from the same tables (the writer pterun used before)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES, run_python
+
+from pterun import Runtime
+from pterun.delegates.xnnpack.litert_engine import tflite as TFL
+from pterun.delegates.xnnpack.litert_engine import writer as W
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
+                                reason="ai-edge-litert is not installed")
+ENGINE = Path(__file__).resolve().parents[1] / "src" / "pterun" / "delegates" / "xnnpack" / "litert_engine"
+
+
+def _reader():
+    """LiteRT's generated schema module: the reader the writer is checked with."""
+    from ai_edge_litert import schema_py_generated as S
+    return S
+
+
+# -- the schema's facts ------------------------------------------------------------------------------------------
+def test_the_codes_are_litert_s():
+    S = _reader()
+    for enum in ("BuiltinOperator", "TensorType", "Padding", "ActivationFunctionType", "QuantizationDetails",
+                 "BuiltinOptions"):
+        ours = vars(getattr(TFL, enum))
+        assert ours == {k: getattr(getattr(S, enum), k) for k in ours}, enum
+
+
+def test_every_operator_the_rules_emit_has_a_code():
+    # every upper-case string of the translation's modules that names a LiteRT operator is one the writer knows
+    S = _reader()
+    names = set()
+    for module in ("nodes.py", "lower.py", "exact.py", "translate.py"):
+        for node in ast.walk(ast.parse((ENGINE / module).read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isupper():
+                names.add(node.value)
+    emitted = {n for n in names if hasattr(S.BuiltinOperator, n)}
+    assert len(emitted) > 50
+    assert emitted <= set(vars(TFL.BuiltinOperator)), emitted - set(vars(TFL.BuiltinOperator))
+
+
+def _nondefault(kind: str, default, slot: int):
+    return {"bool": not default, "f32": 0.5 + slot, "i8": 2 + slot, "i32": 7 + slot}[kind]
+
+
+@pytest.mark.parametrize("table", sorted(TFL.OPTIONS))
+def test_each_options_field_lands_in_litert_s_field(table):
+    # one field at a time away from its default: a wrong slot shows as another field's value, a wrong default as a
+    # field LiteRT reads back differently from what was meant
+    S = _reader()
+    index, layout = TFL.OPTIONS[table]
+    assert index == getattr(S.BuiltinOptions, table)
+    for name, (slot, kind, default) in layout.items():
+        assert getattr(getattr(S, table + "T")(), name) == default, name
+        value = _nondefault(kind, default, slot)
+        w = W.ModelWriter()
+        w.op("ADD", [0, 0], [0], table, **{name: value})
+        w.add_tensor([1], TFL.TensorType.FLOAT32)
+        (o,) = S.ModelT.InitFromPackedBuf(bytes(w.serialize([0], [0])), 0).subgraphs[0].operators
+        assert o.builtinOptionsType == index
+        want = {**vars(getattr(S, table + "T")()), name: value}
+        assert vars(o.builtinOptions) == want, name
+
+
+def test_an_operator_or_field_the_writer_does_not_know_is_refused():
+    with pytest.raises(ValueError, match="pterun writes no TFLite NO_SUCH operator"):
+        W.ModelWriter().op("NO_SUCH", [0], [1])
+    with pytest.raises(ValueError, match="AddOptions has no field keepDims"):
+        W.ModelWriter().op("ADD", [0, 1], [2], "AddOptions", keepDims=True)
+    with pytest.raises(ValueError, match="no options table NoOptions"):
+        W.ModelWriter().op("ADD", [0, 1], [2], "NoOptions")
+
+
+# -- what LiteRT's object API made of the same tables (the writer pterun used before) ----------------------------
+def _object_api_quantization(S, q, made: dict):
+    if q is None:
+        return None
+    if id(q) not in made:
+        p = made[id(q)] = S.QuantizationParametersT()
+        p.scale, p.zeroPoint, p.quantizedDimension = q.scale, q.zeroPoint, q.quantizedDimension
+        if q.details is not None:
+            d = S.BlockwiseQuantizationT()
+            d.scales, d.zeroPoints, d.blockSize = q.details.scales, q.details.zeroPoints, q.details.blockSize
+            p.detailsType, p.details = q.detailsType, d
+    return made[id(q)]
+
+
+def _object_api_subgraph(S, sg, made: dict):
+    g = S.SubGraphT()
+    g.tensors = []
+    for t in sg.tensors:
+        x = S.TensorT()
+        x.shape, x.type, x.buffer, x.name = np.asarray(t.shape, np.int32), t.type, t.buffer, t.name
+        x.quantization = _object_api_quantization(S, t.quantization, made)
+        g.tensors.append(x)
+    g.operators = []
+    for o in sg.operators:
+        x = S.OperatorT()
+        x.opcodeIndex, x.inputs, x.outputs = o.opcodeIndex, o.inputs, o.outputs
+        if o.builtinOptions is not None:
+            x.builtinOptionsType, x.builtinOptions = o.builtinOptionsType, getattr(S, o.builtinOptions.table + "T")()
+            for k, v in o.builtinOptions.fields.items():
+                setattr(x.builtinOptions, k, v)
+        g.operators.append(x)
+    g.inputs, g.outputs, g.name = np.asarray(sg.inputs, np.int32), np.asarray(sg.outputs, np.int32), sg.name
+    return g
+
+
+def _object_api_pack(S, m) -> bytes:
+    """The flatbuffer LiteRT's object API packs from the writer's records ``m`` (a tflite.Model)."""
+    import flatbuffers
+
+    x = S.ModelT()
+    x.version, x.description = m.version, m.description
+    x.operatorCodes = []
+    for oc in m.operatorCodes:
+        c = S.OperatorCodeT()
+        c.builtinCode, c.deprecatedBuiltinCode, c.version = oc.builtinCode, oc.deprecatedBuiltinCode, oc.version
+        x.operatorCodes.append(c)
+    made: dict = {}
+    x.subgraphs = [_object_api_subgraph(S, sg, made) for sg in m.subgraphs]
+    x.buffers = []
+    for buf in m.buffers:
+        b = S.BufferT()
+        b.offset, b.size = buf.offset, buf.size
+        x.buffers.append(b)
+    if m.signatureDefs is not None:
+        x.signatureDefs = []
+        for sd in m.signatureDefs:
+            d = S.SignatureDefT()
+            d.signatureKey, d.subgraphIndex, d.inputs, d.outputs = sd.signatureKey, sd.subgraphIndex, [], []
+            for src, dst in ((sd.inputs, d.inputs), (sd.outputs, d.outputs)):
+                for tm in src:
+                    t = S.TensorMapT()
+                    t.name, t.tensorIndex = tm.name, tm.tensorIndex
+                    dst.append(t)
+            x.signatureDefs.append(d)
+    b = flatbuffers.Builder(1 << 16)
+    b.Finish(x.Pack(b), file_identifier=b"TFL3")
+    return bytes(b.Output())
+
+
+def _differences(a, b, path: str = "model") -> list[str]:
+    """Where two objects LiteRT's reader made differ, field by field (arrays by dtype and values)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        same = isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and np.array_equal(a, b)
+        return [] if same else [path]
+    if type(a) is not type(b):
+        return [f"{path}: {type(a).__name__} against {type(b).__name__}"]
+    if isinstance(a, list):
+        if len(a) != len(b):
+            return [f"{path}: {len(a)} against {len(b)} items"]
+        return [d for k, (u, v) in enumerate(zip(a, b)) for d in _differences(u, v, f"{path}[{k}]")]
+    if hasattr(a, "__dict__"):
+        return [d for k in vars(a) for d in _differences(getattr(a, k), getattr(b, k), f"{path}.{k}")]
+    return [] if a == b else [f"{path}: {a!r} against {b!r}"]
+
+
+# -- what the writer was given ---------------------------------------------------------------------------------------
+def _check_tensors(got: list, want: list, where: str) -> None:
+    assert len(got) == len(want), where
+    for k, (g, t) in enumerate(zip(got, want)):
+        assert (g.shape.tolist(), g.type, g.buffer, g.name) == (t.shape.tolist(), t.type, t.buffer, t.name.encode()), \
+            f"{where} tensor {k}"
+        q, p = t.quantization, g.quantization
+        if q is None:
+            assert p is None, f"{where} tensor {k}"
+            continue
+        assert p.quantizedDimension == q.quantizedDimension and p.detailsType == q.detailsType, f"{where} tensor {k}"
+        for mine, theirs in ((q.scale, p.scale), (q.zeroPoint, p.zeroPoint)):
+            assert (theirs is None) if mine is None else np.array_equal(theirs, mine), f"{where} tensor {k}"
+        if q.detailsType == TFL.QuantizationDetails.BlockwiseQuantization:
+            d = p.details
+            assert (d.scales, d.zeroPoints, d.blockSize) == (q.details.scales, 0, q.details.blockSize)
+            assert got[d.scales].type == TFL.TensorType.FLOAT16, f"{where} tensor {k}"
+
+
+def _check_operators(got: list, want: list, where: str) -> None:
+    assert len(got) == len(want), where
+    for k, (g, o) in enumerate(zip(got, want)):
+        assert g.opcodeIndex == o.opcodeIndex, f"{where} operator {k}"
+        assert g.inputs.tolist() == o.inputs.tolist() and g.outputs.tolist() == o.outputs.tolist(), f"{where} op {k}"
+        assert g.builtinOptionsType == o.builtinOptionsType, f"{where} operator {k}"
+        if o.builtinOptions is None:
+            assert g.builtinOptions is None, f"{where} operator {k}"
+            continue
+        _, layout = TFL.OPTIONS[o.builtinOptions.table]
+        for name, (_, kind, default) in layout.items():
+            want_value = o.builtinOptions.fields.get(name, default)
+            have = getattr(g.builtinOptions, name)
+            assert have == (np.float32(want_value) if kind == "f32" else want_value), f"{where} operator {k} {name}"
+
+
+def _check_written(S, model: bytes, m, blobs: list) -> int:
+    """``model`` (bytes) holds the records ``m`` and, at each buffer's offset, its data; the number of tensors."""
+    got = S.ModelT.InitFromPackedBuf(model, 0)
+    assert (got.version, got.description) == (3, b"pterun XNNPACK delegate")
+    assert [(c.builtinCode, c.deprecatedBuiltinCode, c.version) for c in got.operatorCodes] == \
+        [(c.builtinCode, min(c.builtinCode, 127), c.version) for c in m.operatorCodes]
+    assert len(got.subgraphs) == len(m.subgraphs)
+    for k, (g, sg) in enumerate(zip(got.subgraphs, m.subgraphs)):
+        assert (g.name, g.inputs.tolist(), g.outputs.tolist()) == (sg.name.encode(), list(sg.inputs), list(sg.outputs))
+        _check_tensors(g.tensors, sg.tensors, f"subgraph {k}")
+        _check_operators(g.operators, sg.operators, f"subgraph {k}")
+    assert [(b.offset, b.size, b.data) for b in got.buffers] == [(b.offset, b.size, None) for b in m.buffers]
+    view = np.frombuffer(model, np.uint8)
+    for b, data, xor in blobs:
+        placed = view[m.buffers[b].offset:m.buffers[b].offset + m.buffers[b].size]
+        assert np.array_equal(placed, data ^ np.uint8(xor)), f"buffer {b}"
+    if m.signatureDefs is None:
+        assert got.signatureDefs is None
+    else:
+        maps = [(s.signatureKey, s.subgraphIndex, [(t.name, t.tensorIndex) for t in s.inputs],
+                 [(t.name, t.tensorIndex) for t in s.outputs]) for s in m.signatureDefs]
+        assert [(s.signatureKey.decode(), s.subgraphIndex, [(t.name.decode(), t.tensorIndex) for t in s.inputs],
+                 [(t.name.decode(), t.tensorIndex) for t in s.outputs]) for s in got.signatureDefs] == maps
+    reference = S.ModelT.InitFromPackedBuf(_object_api_pack(S, m), 0)
+    assert _differences(got, reference) == []
+    return sum(len(sg.tensors) for sg in m.subgraphs)
+
+
+class Written:
+    """Every model the writer serializes while active, checked as it is written (before the weights' pages are
+    given back); a failure is kept, not raised, which the translation would take for a graph it cannot write."""
+
+    def __init__(self, monkeypatch):
+        S = _reader()
+        self.models = self.subgraphs = self.tensors = self.combined = 0
+        self.failures: list[str] = []
+        pack, serialize, given = W.ModelWriter._pack, W.ModelWriter._serialize, {}
+
+        def keep_pack(writer, m, *args):
+            given[id(writer)] = m
+            return pack(writer, m, *args)
+
+        def checked_serialize(writer, *args, **kwargs):
+            try:
+                model = serialize(writer, *args, **kwargs)
+            except Exception as e:  # the translation would run the graph on the NumPy engine, saying nothing
+                self.failures.append(f"serialize raised {type(e).__name__}: {e}")
+                raise
+            m = given.pop(id(writer))
+            try:
+                self.tensors += _check_written(S, model, m, writer.blobs)
+            except Exception as e:  # noqa: BLE001  (kept: see the class docstring)
+                self.failures.append(f"{len(m.subgraphs)} subgraphs: {type(e).__name__}: {e}")
+            self.models, self.subgraphs = self.models + 1, self.subgraphs + len(m.subgraphs)
+            self.combined += m.signatureDefs is not None
+            return model
+
+        monkeypatch.setattr(W.ModelWriter, "_pack", keep_pack)
+        monkeypatch.setattr(W.ModelWriter, "_serialize", checked_serialize)
+
+
+_PROGRAMS = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.pte"))
+
+
+@pytest.mark.parametrize("merge", [None, False], ids=["merged", "unmerged"])
+def test_every_committed_programs_models_read_back_as_written(monkeypatch, merge):
+    written = Written(monkeypatch)
+    for name in _PROGRAMS:
+        try:
+            program = Runtime(merge_delegates=merge, num_threads=2).load_program(FIXTURES / name)
+        except Exception:  # noqa: BLE001  (a program that needs its external data file)
+            continue
+        for method in sorted(program.method_names):
+            try:
+                program.load_method(method)
+            except Exception:  # noqa: BLE001
+                pass
+    assert written.failures == []
+    # xnn_*, llm/, multimodal/, releases/ ... (and portable programs compiled into LiteRT programs)
+    assert written.models > 300 and written.tensors > 4000, (written.models, written.tensors)  # 344 / 439 models
+    assert written.combined >= 3 and written.subgraphs > written.models  # Batch's several graphs in one model
+
+
+def test_every_kernel_node_lowerings_model_reads_back_as_written(monkeypatch):
+    from kernel_nodes import absorbed, graph_of
+    from test_merge_kernels import CASES
+
+    from pterun.delegates.xnnpack.litert_engine.translate import combine, translate, translate_part
+
+    written = Written(monkeypatch)
+    graphs = []
+    for name, args in CASES + [c for c in CASES if c[0] == "aten::native_layer_norm.out"]:
+        graph, _ = graph_of(*absorbed(name, args))
+        if len(graphs) >= len(CASES):
+            graph.nodes[0].fields["bitwise"] = True  # ExecuTorch's scalar loop (exact.py)
+        graphs.append(graph)
+        translate(graph)
+    parts = [translate_part(g) for g in graphs[:6]]
+    combine(parts)
+    assert written.failures == []
+    assert (written.models, written.combined, written.subgraphs) == (len(graphs) + 1, 1, len(graphs) + 6)
+
+
+def test_a_load_does_not_import_litert_s_generated_schema_module():
+    r = run_python("""
+        import sys
+        import pterun
+        m = pterun.Runtime().load_program("%s").load_method("forward")
+        assert [d.engine for d in m.delegates] == ["litert"]
+        print([k for k in sys.modules if k.startswith("ai_edge_litert.schema")])
+    """ % (FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"
