@@ -34,6 +34,13 @@ class Const:
         self.array = np.ascontiguousarray(array)
 
 
+class Given:
+    """One of the method's inputs (what the caller passes; other arrays are tensors the program computes)."""
+
+    def __init__(self, array):
+        self.array = np.ascontiguousarray(array)
+
+
 def program(args: list) -> tuple[list, list, list]:
     """(values, tags, the instruction's argument slots) for ``args``: arrays become input tensors, :class:`Out`
     out tensors, :class:`Const` read-only constants, ints, floats, bools, strings and None scalars, tuples of
@@ -46,8 +53,8 @@ def program(args: list) -> tuple[list, list, list]:
         return len(values) - 1
 
     for a in args:
-        if isinstance(a, np.ndarray):
-            slots.append(add(tensor(a), TENSOR))
+        if isinstance(a, (np.ndarray, Given)):
+            slots.append(add(tensor(a if isinstance(a, np.ndarray) else a.array), TENSOR))
         elif isinstance(a, Const):
             t = tensor(a.array)
             t.freeze(a.array.copy())
@@ -71,7 +78,8 @@ def rand(*shape):
 
 def absorbed(name: str, args: list):
     values, tags, slots = program(args)
-    op = kernel_op(KERNELS[name], tuple(slots), values, tags, set())
+    given = frozenset(s for s, a in zip(slots, args) if isinstance(a, Given))
+    op = kernel_op(KERNELS[name], tuple(slots), values, tags, set(), given)
     return op, values
 
 
@@ -92,5 +100,5 @@ def run_graph(graph, args, values, engine: str):
 
 def call_args(args):
     """The arguments the interpreter would pass the kernel: arrays, Python scalars, out arrays."""
-    return [np.empty(a.shape, a.dtype) if isinstance(a, Out) else a.array if isinstance(a, Const) else a
+    return [np.empty(a.shape, a.dtype) if isinstance(a, Out) else a.array if isinstance(a, (Const, Given)) else a
             for a in args]

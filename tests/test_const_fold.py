@@ -8,6 +8,7 @@ import pytest
 import pterun.interp.method as method_module
 import pterun.kernels.random as random_kernels
 from fixtures_util import FIXTURES, load_calls, mlp_with_randn, portable_fixture_names
+from kernel_nodes import needs_litert
 from pterun import KernelError, Runtime
 from pterun.config import Settings
 from pterun.format.schema import KERNEL_CALL, ExecutionPlan
@@ -260,6 +261,21 @@ def test_a_delegate_call_on_constants_is_computed_at_load(engine):
             got, ref = folded.execute(call["inputs"]), plain.execute(call["inputs"])
             np.testing.assert_array_equal(got[0], ref[0])
             np.testing.assert_allclose(got[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
+
+
+@needs_litert
+def test_the_merge_leaves_work_on_constants_to_folding():
+    """Under "auto" the delegate call on constants and the comparison and cast after it could join merged LiteRT
+    calls, which would compute them on every call: the merge leaves them to folding (interp.fold.folded_at_load),
+    so one delegate call is left, and the numbers stay ExecuTorch's."""
+    from fixtures_util import load_calls_from
+
+    m = Runtime(engine="auto").load_program(FIXTURES / "xnn_const_delegate.pte").load_method("forward")
+    assert [e.name for e in m.steps] == ["delegate XnnpackBackend"]
+    assert [e.name for e in m.folded] == ["aten::arange.start_out", "delegate XnnpackBackend",
+                                          "aten::gt.Scalar_out", "dim_order_ops::_to_dim_order_copy.out"]
+    for call in load_calls_from(FIXTURES / "xnn_const_delegate.npz"):
+        np.testing.assert_allclose(m.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
 
 
 def test_a_delegate_call_that_reads_the_input_is_not_folded():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from fixtures_util import FIXTURES, load_calls
-from kernel_nodes import F32, B, Const, Out, needs_litert, rng
+from kernel_nodes import F32, B, Const, Given, Out, needs_litert, rng
 from kernel_nodes import absorbed as _absorbed
 from kernel_nodes import call_args as _call_args
 from kernel_nodes import graph_of as _graph_of
@@ -28,6 +28,8 @@ from pterun.kernels import KERNELS
 
 _M = _x(2, 4, 8)
 _MASK = rng.random((2, 4, 8)) < 0.5
+I64 = np.int64
+_I = rng.integers(-20, 20, (4, 6))
 #: operator -> its arguments (every lowering of litert_engine.lower, at least once)
 CASES = [
     ("aten::add.out", [_M, _x(1, 4, 1), 1, Out((2, 4, 8))]),
@@ -93,6 +95,18 @@ CASES = [
     ("aten::addmm.out", [_x(1, 5), _x(3, 16), _x(16, 5), 1, 1, Out((3, 5))]),
     ("aten::mm.out", [_x(3, 16), _x(16, 5), Out((3, 5))]),
     ("aten::bmm.out", [_x(2, 3, 16), _x(2, 16, 5), Out((2, 3, 5))]),
+    # int64 index arithmetic (a T5 encoder's relative-position buckets): exact on LiteRT's builtin kernels
+    ("aten::add.out", [_I, _I[:1] * 3, 1, Out((4, 6), I64)]),
+    ("aten::sub.out", [_I, _I.T[:1].T, 1, Out((4, 6), I64)]),
+    ("aten::add.Scalar_out", [_I, 7, 1, Out((4, 6), I64)]),
+    ("aten::sub.Scalar_out", [_I, -3, 1, Out((4, 6), I64)]),
+    ("aten::minimum.out", [_I, np.full((1, 6), 9, I64), Out((4, 6), I64)]),
+    ("aten::maximum.out", [_I, np.full((4, 1), -5, I64), Out((4, 6), I64)]),
+    ("aten::where.self_out", [_I > 0, _I, _I * 2, Out((4, 6), I64)]),
+    ("aten::full_like.out", [_I, 15, None, Out((4, 6), I64)]),
+    # float32 -> int64 truncates toward zero, as the portable kernel's cast (-2.7 -> -2)
+    ("dim_order_ops::_to_dim_order_copy.out", [_x(4, 6) * 20, False, None, Out((4, 6), I64)]),
+    ("aten::embedding.out", [Const(_x(32, 4)), rng.integers(0, 32, (6, 6)), -1, False, False, Out((6, 6, 4))]),
 ]
 
 
@@ -128,6 +142,17 @@ def test_a_kernel_node_gives_the_portable_kernels_numbers(name, args, engine):
     ("aten::_softmax.out", [_M, 1, False, Out((2, 4, 8))], "softmax other than float32 over the last dim"),
     ("aten::eq.Scalar_out", [_M, 0.0, Out((2, 4, 8))], "a comparison of float32 into float32"),
     ("aten::logical_not.out", [_M, Out((2, 4, 8))], "tensors other than bool"),
+    ("aten::add.out", [_I, _M[0, :, :6], 1, Out((4, 6))], "tensors other than float32"),
+    ("aten::add.Scalar_out", [_I, 0.5, 1, Out((4, 6))], "tensors other than float32"),
+    ("aten::add.Scalar_out", [_I, True, 1, Out((4, 6), I64)], "an int64 tensor with the scalar True"),
+    ("aten::minimum.out", [_M, _M, Out((2, 4, 8))], "tensors other than int64"),
+    ("aten::select_copy.int_out", [_I, 0, 1, Out((6,), I64)], "a copy of int64 values"),
+    ("dim_order_ops::_to_dim_order_copy.out", [_M, False, None, Out((2, 4, 8))],
+     "a copy other than float32 to int64 in the same dim order"),
+    ("aten::embedding.out", [Const(_x(32, 4)), Given(rng.integers(0, 32, (6,))), -1, False, False, Out((6, 4))],
+     "an embedding of the method's input"),
+    ("aten::embedding.out", [Const(_x(5000, 4)), rng.integers(0, 32, (6,)), -1, False, False, Out((6, 4))],
+     "an embedding other than int64 indices into a constant float32 table of at most 65536 bytes"),
 ])
 def test_arguments_without_a_lowering_keep_the_operator_outside(name, args, why):
     op, _ = _absorbed(name, args)
@@ -347,3 +372,22 @@ def test_a_weights_transpose_read_after_a_compiled_run_no_longer_keeps_the_run_a
     assert steps == ["delegate XnnpackBackend", "aten::cumsum.out", "delegate XnnpackBackend"]
     for call in load_calls_from(FIXTURES / "const_reuse.npz"):
         np.testing.assert_allclose(m.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
+
+
+@needs_litert
+def test_int64_index_arithmetic_and_a_small_embedding_join_the_merged_call():
+    """xnn_int64_buckets (tools/export_fold_fixture.py): between two delegate calls, a mean, int64 bucket arithmetic
+    on what the first computed from ``arange`` (a cast, add, full_like, minimum, where) and an embedding of a 16x8
+    table. On LiteRT they are one merged call with the delegates (only the embedding's ``sum``, which merged graphs
+    do not hold, stays a step); the ``arange`` is folded at load, not computed in the call. The numbers are
+    ExecuTorch's, and the int64 values exactly the NumPy engine's (the same buckets pick the same rows)."""
+    m = Runtime(engine="auto").load_program(FIXTURES / "xnn_int64_buckets.pte").load_method("forward")
+    assert [e.name for e in m.steps] == ["delegate XnnpackBackend", "aten::sum.IntList_out",
+                                         "delegate XnnpackBackend"]
+    assert "aten::arange.start_out" in [e.name for e in m.folded]
+    plain = Runtime(engine="numpy").load_program(FIXTURES / "xnn_int64_buckets.pte").load_method("forward")
+    assert len(plain.steps) == 10
+    for call in load_calls("xnn_int64_buckets"):
+        got, ref = m.execute(call["inputs"])[0], plain.execute(call["inputs"])[0]
+        np.testing.assert_allclose(got, call["outputs"][0], rtol=0, atol=1e-6)
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
-"""Export two fixtures of what load-time constants meet: ``tests/fixtures/xnn_const_delegate.pte``, an XNNPACK
-delegate call whose inputs are all constants, and ``tests/fixtures/const_reuse.pte``, a portable program whose
-weight transpose both a compiled run and an operator after it read.
+"""Export three fixtures of what load-time constants meet: ``tests/fixtures/xnn_const_delegate.pte``, an XNNPACK
+delegate call whose inputs are all constants, ``tests/fixtures/const_reuse.pte``, a portable program whose
+weight transpose both a compiled run and an operator after it read, and ``tests/fixtures/xnn_int64_buckets.pte``,
+int64 index arithmetic between two delegate calls.
 
 Run with the reference virtualenv (torch + executorch); pterun never depends on torch::
 
@@ -15,7 +16,15 @@ first delegate call at load (``pterun.interp.fold``).
 ``const_reuse`` (no delegate) transposes a weight, multiplies by it and takes a softmax (a run pterun compiles into
 one LiteRT program), then a ``cumsum`` (which ends the run) and a second product with the same transpose: the
 compiled run computes the transpose for itself and the interpreter replays it for the product after
-(``pterun.interp.merge``). Each program's recorded calls, inputs and ExecuTorch's outputs go to ``NAME.npz`` in the
+(``pterun.interp.merge``).
+
+``xnn_int64_buckets`` is the T5 encoder's relative-position buckets in miniature: one delegate computes a linear
+layer of the input and, from ``arange`` alone, a ``log``; portable int64 operators (a cast, additions, a
+``full_like``, a ``minimum``, a ``where``) turn the log into bucket indices, an ``embedding`` of a small table
+looks them up, and a second delegate adds them to a second linear layer of the first one's output, less its mean.
+pterun holds the int64 operators and the small embedding inside one merged LiteRT call, exactly.
+
+Each program's recorded calls, inputs and ExecuTorch's outputs go to ``NAME.npz`` in the
 fixtures' usual format (``__manifest__`` with ``c<call>_in<i>`` / ``c<call>_out<j>`` arrays).
 """
 
@@ -43,6 +52,23 @@ class ConstDelegate(nn.Module):
         return self.lin(x) * (bias + step)
 
 
+class Int64Buckets(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin1 = nn.Linear(8, 8)
+        self.lin2 = nn.Linear(8, 8)
+        self.table = nn.Embedding(16, 8)
+
+    def forward(self, x):
+        h = self.lin1(x)
+        pos = torch.arange(1, 9, dtype=torch.float32)
+        rel = torch.log(pos) * 4.0 + 1.5  # in the first delegate, beside lin1
+        b = rel.to(torch.int64) + 2  # portable int64 from here on
+        b = torch.minimum(b, torch.full_like(b, 9))
+        b = torch.where(pos < 3.0, b + 5, b)
+        return self.lin2(h - h.mean(-1, keepdim=True)) + self.table(b).sum(0)
+
+
 class ConstReuse(nn.Module):
     def __init__(self):
         super().__init__()
@@ -58,6 +84,7 @@ def main() -> None:
     torch.manual_seed(0)
     export(ConstDelegate().eval(), "xnn_const_delegate", xnnpack=True)
     export(ConstReuse().eval(), "const_reuse", xnnpack=False)
+    export(Int64Buckets().eval(), "xnn_int64_buckets", xnnpack=True)
 
 
 def export(model: nn.Module, name: str, xnnpack: bool) -> None:

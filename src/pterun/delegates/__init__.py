@@ -67,13 +67,15 @@ class KernelArg(NamedTuple):
     :class:`pterun.interp.merge.Absorbed`, whose ``attrs["args"]`` are the operator's schema arguments with the
     tensors replaced by these): ``out`` says whether the operator writes it, ``index`` is its position among the
     operator's inputs (or outputs), ``shape`` and ``dtype`` what the tensor holds, ``const`` whether it is a
-    constant of the program (read-only: weights)."""
+    constant of the program (read-only: weights), ``given`` whether it is one of the method's inputs (what the
+    caller passed, unchecked: an index there is checked by the kernel, which names a bad one)."""
 
     out: bool
     index: int
     shape: tuple
     dtype: np.dtype
     const: bool = False
+    given: bool = False
 
 
 class DelegateInfo(NamedTuple):

@@ -26,6 +26,7 @@ from pterun.errors import DelegateError, PterunError
 from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
 from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
+from pterun.interp.fold import folded_at_load
 from pterun.interp.forms import absorbed_op, kernel_op
 from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
 
@@ -112,13 +113,14 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     plan, values, tags = src.plan, memory.values, analysis.tags
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
     exact = _quantizes(src)  # then every merged graph of the method holds only bit-for-bit operators
+    given = frozenset(plan.inputs)
 
     def absorbed(backend: str, name: str, args: tuple):
         b = BACKENDS[backend]
         form = b.absorbed_forms.get(name)
         if form == "kernel":
             kernel = KERNELS.get(name)
-            op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile)
+            op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile, given)
         else:
             op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
         return op if op is not None and b.absorbs(op, exact=exact) else None
@@ -133,8 +135,11 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
 
     home = next((name for name, b in BACKENDS.items() if b.merges and b.is_available() and
                  b.compiles(settings.engine)), None)
+    # what folding computes at load stays out of merged calls, which would compute it on every call
+    fixed = folded_at_load(plan, tags, values, analysis.volatile, partial(delegate_outputs, src.pf, plan)) \
+        if settings.fold else frozenset()
     runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
-                     home=home)
+                     home=home, fixed=fixed)
     if not runs:
         return {}
     outside = slots_read_outside(plan, tags, values, acc)
@@ -144,7 +149,8 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         def plain(backend: str, name: str, args: tuple):
             op = absorbed(backend, name, args)
             return None if op is None or op.op == "kernel" else op
-        again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc)
+        again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc,
+                          fixed=fixed)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)

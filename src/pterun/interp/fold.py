@@ -303,6 +303,65 @@ class Folder:
         return True
 
 
+def folded_at_load(plan: ExecutionPlan, tags: list, values: list, volatile: set, delegate_outputs) -> frozenset:
+    """(chain, instruction) of the work folding will do at load that the merge should leave to it: DelegateCalls
+    whose every input is a constant (:meth:`Folder.fold_delegate`), and KernelCalls computing from constants that
+    folding makes (what such calls write, an ``arange``'s output, ...) or from no tensor at all. A merged call
+    would do that work on every call. Kernels on the program's own constants alone (a weight's transpose) are
+    not named: merged graphs compute those once, as they are built. A prediction: constants flow forward through
+    the instructions whose outputs :class:`Folder` may detach; what it names but folding then leaves (its budget
+    spent) runs as a step."""
+    if not Folder.applies(plan):
+        return frozenset()
+    from pterun.kernels import KERNELS
+
+    folder = Folder(plan, values, tags, volatile, None, "", 0, delegate_outputs)
+    program = set(folder.constants)
+    constants, fixed = folder.constants, set()
+    for ci, chain in enumerate(plan.chains):
+        for pc, ins in enumerate(chain):
+            got = _reads_writes(ins, plan, tags, values, KERNELS, delegate_outputs)
+            if got is None:
+                continue
+            reads, writes = got
+            if not writes or not reads <= constants or (reads | writes) & volatile or \
+                    any(a in volatile for a in ins.args):  # a size or an index known only when running
+                continue
+            written = folder._ready(ci, pc)
+            if written is None or not folder._arena_unshared(written, folder.position[(ci, pc)]):
+                continue  # folding leaves it to run: what it writes stays unknown at load
+            constants |= writes
+            if ins.kind == DELEGATE_CALL or not reads or not reads <= program:
+                fixed.add((ci, pc))
+    return frozenset(fixed)
+
+
+def _reads_writes(ins, plan, tags: list, values: list, kernels: dict, delegate_outputs) -> tuple | None:
+    """(tensors whose contents the instruction reads, tensors it writes) of a DelegateCall whose backend names
+    its outputs or of a kernel folding may compute, else None."""
+    def tensors(slots) -> set:
+        out = set()
+        for vi in slots:
+            out.update(j for j in (values[vi] if tags[vi] in (TENSOR_LIST, OPT_TENSOR_LIST) else (vi,))
+                       if j >= 0 and tags[j] == TENSOR)
+        return out
+
+    if ins.kind == DELEGATE_CALL:
+        outs = delegate_outputs(ins.delegate_index)
+        if not outs or max(outs) >= len(ins.args):
+            return None
+        return (tensors(a for k, a in enumerate(ins.args) if k not in outs),
+                tensors(a for k, a in enumerate(ins.args) if k in outs))
+    if ins.kind != KERNEL_CALL:
+        return None
+    kernel = kernels.get(plan.operators[ins.op_index])
+    if kernel is None or kernel.raw or kernel.random or not kernel.foldable or not kernel.schema.mutable:
+        return None
+    args = list(zip(kernel.schema.args, ins.args))
+    return (tensors(a for k, (arg, a) in enumerate(args) if not arg.mutable and k not in kernel.shape_only),
+            tensors(a for arg, a in args if arg.mutable))
+
+
 def is_constant(d: TensorDesc) -> bool:
     """A read-only tensor of the program or its external data (not one copied into the memory plan)."""
     return d.memory_id is None and (d.data_buffer_idx > 0 or (d.location == EXTERNAL and d.fqn is not None))

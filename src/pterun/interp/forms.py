@@ -61,12 +61,12 @@ def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set)
 
 
 #: the dtypes of the tensors an operator held as a kernel may read and write
-KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.bool_)})
+KERNEL_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.bool_), np.dtype(np.int64)})
 
 
 def _kernel_tensor(slot: int, values: list, tags: list, volatile: set, any_dtype: bool = False) -> Tensor | None:
-    """The tensor at ``slot`` when a merged graph can hold it as a kernel's argument: static, row-major, float32 or
-    bool (``any_dtype``: any, for an output after the first, which the graph does not produce), and never
+    """The tensor at ``slot`` when a merged graph can hold it as a kernel's argument: static, row-major, float32,
+    bool or int64 (``any_dtype``: any, for an output after the first, which the graph does not produce), and never
     retargeted while the method runs; else None."""
     t = values[slot] if tags[slot] == TENSOR and slot not in volatile else None
     if not isinstance(t, Tensor) or t.dynamic or not any_dtype and t.dtype not in KERNEL_DTYPES or \
@@ -75,12 +75,14 @@ def _kernel_tensor(slot: int, values: list, tags: list, volatile: set, any_dtype
     return t
 
 
-def kernel_op(kernel, args: tuple, values: list, tags: list, volatile: set) -> Absorbed | None:
+def kernel_op(kernel, args: tuple, values: list, tags: list, volatile: set,
+              given: frozenset = frozenset()) -> Absorbed | None:
     """The ``kernel`` form of a KernelCall (:class:`Absorbed`), or None where its arguments do not fit: every
-    argument but its tensors fixed at load, the tensors static float32 or bool (:func:`_kernel_tensor`), no list
-    of tensors. ``attrs`` holds ``name`` (the operator), ``args`` (its schema arguments, each tensor a
-    :class:`pterun.delegates.KernelArg`) and ``call``: ``call(*input arrays)`` runs the kernel itself and returns
-    what it writes, one array per output in schema order (each written into fresh memory, never the program's)."""
+    argument but its tensors fixed at load, the tensors static float32, bool or int64 (:func:`_kernel_tensor`), no
+    list of tensors. ``attrs`` holds ``name`` (the operator), ``args`` (its schema arguments, each tensor a
+    :class:`pterun.delegates.KernelArg`, ``given`` where its slot is among ``given``: the method's inputs) and
+    ``call``: ``call(*input arrays)`` runs the kernel itself and returns what it writes, one array per output in
+    schema order (each written into fresh memory, never the program's)."""
     if kernel.raw or kernel.random or kernel.not_supported:
         return None
     schema = kernel.schema
@@ -96,7 +98,7 @@ def kernel_op(kernel, args: tuple, values: list, tags: list, volatile: set) -> A
                 return None
             side = outs if arg.mutable else ins
             const = not arg.mutable and not t.array.flags.writeable
-            bound.append(KernelArg(arg.mutable, len(side), tuple(t.shape), t.dtype, const))
+            bound.append(KernelArg(arg.mutable, len(side), tuple(t.shape), t.dtype, const, slot in given))
             side.append(slot)
             continue
         if arg.mutable or tags[slot] in (TENSOR_LIST, OPT_TENSOR_LIST) or slot in volatile:

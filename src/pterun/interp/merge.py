@@ -60,7 +60,7 @@ class Run(NamedTuple):
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
               absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
-              acc: Accesses | None = None, home: str | None = None) -> list[Run]:
+              acc: Accesses | None = None, home: str | None = None, fixed: frozenset = frozenset()) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
     ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
@@ -80,6 +80,11 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     ``home``, when given, names a backend that also compiles runs with no delegate call in them
     (:meth:`pterun.delegates.Backend.compiles`): such a run starts at an operator it holds as a kernel, and is
     kept where it is worth one call (:func:`_worth_a_call`).
+
+    ``fixed`` names (chain, instruction) pairs of work folding does at load (:func:`pterun.interp.fold.
+    folded_at_load`), which a merged call would do on every call: no run starts at one (nor takes in one before
+    its start), and a delegate call among them ends a run. A run that has started holds the operators among them
+    it can: computing them inside its graph costs less than a call more.
     """
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
@@ -92,25 +97,13 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
         if any(ins.kind == JUMP_FALSE_CALL for ins in chain):
             continue
         pc, n, floor = 0, len(chain), 0
+        barred = {at for c, at in fixed if c == ci}
         while pc < n:
-            backend, items = _start(chain, floor, pc, plan, mergers, absorbed, home)
+            backend, items = _start(chain, floor, pc, plan, mergers, absorbed, home, barred)
             if backend is None:
                 pc += 1
                 continue
-            for j in range(pc + 1, n):
-                nxt = chain[j]
-                if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
-                    items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
-                elif nxt.kind == KERNEL_CALL:
-                    op = absorbed(backend, plan.operators[nxt.op_index], tuple(nxt.args))
-                    if op is not None:
-                        items.append((j, op))
-                    elif later is not None and later(nxt) is not None:
-                        items.append((j, None))
-                    else:
-                        break
-                elif nxt.kind != FREE_CALL:
-                    break
+            items += _following(chain, pc, backend, plan, mergers, absorbed, later, barred)
             run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc)
             if run is None:
                 pc += 1
@@ -118,6 +111,29 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             runs.append(run)
             pc = floor = run.stop
     return runs
+
+
+def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, barred: set) -> list:
+    """The instructions after ``pc`` a run of ``backend`` may hold, as (pc, part or None: deferred), up to the
+    first it cannot (or a delegate call folding runs at load)."""
+    items = []
+    for j in range(pc + 1, len(chain)):
+        nxt = chain[j]
+        if j in barred and nxt.kind == DELEGATE_CALL:
+            break
+        if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
+            items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
+        elif nxt.kind == KERNEL_CALL:
+            op = absorbed(backend, plan.operators[nxt.op_index], tuple(nxt.args))
+            if op is not None:
+                items.append((j, op))
+            elif later is not None and later(nxt) is not None:
+                items.append((j, None))
+            else:
+                break
+        elif nxt.kind != FREE_CALL:
+            break
+    return items
 
 
 def _asked_once(absorbed: Callable) -> Callable:
@@ -132,14 +148,17 @@ def _asked_once(absorbed: Callable) -> Callable:
     return held
 
 
-def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home) -> tuple:
+def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home, barred: set) -> tuple:
     """(backend, the run's first items as (pc, part or None: deferred)) for a run that may start at ``pc``, or
     (None, None): at a delegate call, with the operators its backend holds right before it; at an operator the
-    ``home`` backend holds as a kernel."""
+    ``home`` backend holds as a kernel. No run holds an instruction of ``barred``."""
+    if pc in barred:
+        return None, None
     ins = chain[pc]
     backend = mergers(ins.delegate_index) if ins.kind == DELEGATE_CALL else None
     if backend is not None:
-        items = _leading(chain, floor, pc, backend, plan, absorbed)
+        lead_floor = max((b + 1 for b in barred if b < pc), default=0)  # folding computes what is before it
+        items = _leading(chain, max(floor, lead_floor), pc, backend, plan, absorbed)
         return backend, items + [(pc, DelegatePart(ins.delegate_index, tuple(ins.args)))]
     if home is not None and ins.kind == KERNEL_CALL:
         op = absorbed(home, plan.operators[ins.op_index], tuple(ins.args))

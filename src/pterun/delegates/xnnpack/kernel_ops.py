@@ -25,6 +25,7 @@ __all__ = ["BITWISE", "CHECKS", "KERNEL_OPS", "bit_for_bit", "dims_of", "pair", 
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
+I64 = np.dtype(np.int64)
 
 
 def _tensors(args) -> tuple[list, list]:
@@ -43,10 +44,51 @@ def _all(dtype):
 
 
 _float = _all(F32)
+_int64 = _all(I64)
+
+
+def _float_or_int64(args):
+    """All tensors float32, or all int64 (index arithmetic: a T5 encoder's relative-position buckets)."""
+    return None if _int64(args) is None else _float(args)
 
 
 def _alpha_one(args):
-    return _float(args) or (None if args[2] == 1 else f"alpha {args[2]!r}")
+    return _float_or_int64(args) or (None if args[2] == 1 else f"alpha {args[2]!r}")
+
+
+def _scalar_alpha_one(args):
+    """``add.Scalar`` / ``sub.Scalar``: a float32 tensor and a number, or an int64 tensor and an int."""
+    if _int64(args) is None and (not isinstance(args[1], int) or isinstance(args[1], bool)):
+        return f"an int64 tensor with the scalar {args[1]!r}"
+    return _alpha_one(args)
+
+
+def _int64_pair(args):
+    return _int64(args) and "tensors other than int64"
+
+
+def _to_int64(args):
+    """A float32 -> int64 conversion (truncation toward zero, as the portable kernel's cast), same dim order."""
+    x, _, dim_order, out = args[:4]
+    if x.dtype != F32 or out.dtype != I64 or \
+            dim_order is not None and tuple(dim_order) != tuple(range(len(x.shape))):
+        return "a copy other than float32 to int64 in the same dim order"
+    return None
+
+
+#: an embedding table up to this size joins a merged graph (a copy of it goes into the graph: a model's token
+#: embedding stays a kernel of its own)
+SMALL_TABLE = 64 << 10
+
+
+def _embedding(args):
+    weight, indices = args[:2]
+    if weight.dtype != F32 or not weight.const or len(weight.shape) != 2 or indices.dtype != I64 or \
+            math.prod(weight.shape) * 4 > SMALL_TABLE:
+        return f"an embedding other than int64 indices into a constant float32 table of at most {SMALL_TABLE} bytes"
+    if indices.given:  # the caller's token ids: the kernel checks each and names a bad one
+        return "an embedding of the method's input"
+    return None
 
 
 def _compare(args):
@@ -72,20 +114,25 @@ def dims_of(d) -> tuple:
 
 def _where(args):
     cond, x, y, out = args
-    if cond.dtype != BOOL or {x.dtype, y.dtype, out.dtype} != {F32}:
-        return "where on other than a bool condition and float32 values"
+    if cond.dtype != BOOL or {x.dtype, y.dtype, out.dtype} not in ({F32}, {I64}):
+        return "where on other than a bool condition and float32 or int64 values"
     return None
 
 
 def _full_like(args):
-    out = args[3]
-    if out.dtype == BOOL and isinstance(args[1], bool) or out.dtype == F32 and not isinstance(args[1], bool):
+    out, value = args[3], args[1]
+    if out.dtype == BOOL and isinstance(value, bool) or out.dtype == F32 and not isinstance(value, bool) or \
+            out.dtype == I64 and isinstance(value, int) and not isinstance(value, bool):
         return None
     return f"full_like of {args[1]!r} into {out.dtype}"
 
 
 def _same_dtype(args):
+    """A view-like copy of float32 or bool values (int64 ones, position indices, are read into scalars by the
+    interpreter's own steps: they stay there)."""
     ins, outs = _tensors(args)
+    if ins[0].dtype not in (F32, BOOL):
+        return f"a copy of {ins[0].dtype} values"
     return None if ins[0].dtype == outs[0].dtype else "a copy that changes dtype"
 
 
@@ -112,9 +159,9 @@ def _layer_norm(args):
 def _select(args):
     x, dim, index = args[:3]
     rank = len(x.shape)
-    if _same_dtype(args) or not -rank <= dim < rank or not -x.shape[dim] <= index < x.shape[dim]:
+    if not -rank <= dim < rank or not -x.shape[dim] <= index < x.shape[dim]:
         return "a select out of range"
-    return None
+    return _same_dtype(args)
 
 
 def _permute(args):
@@ -186,8 +233,8 @@ CHECKS = {
     "aten::sub.out": _alpha_one,
     "aten::mul.out": _float,
     "aten::div.out": _float,
-    "aten::add.Scalar_out": _alpha_one,
-    "aten::sub.Scalar_out": _alpha_one,
+    "aten::add.Scalar_out": _scalar_alpha_one,
+    "aten::sub.Scalar_out": _scalar_alpha_one,
     "aten::mul.Scalar_out": _float,
     "aten::div.Scalar_out": _float,
     "aten::eq.Scalar_out": _compare,
@@ -224,6 +271,10 @@ CHECKS = {
     "aten::_native_batch_norm_legit_no_training.out": _batch_norm,
     "aten::max_pool2d_with_indices.out": lambda args: _pool_args(args, True),
     "aten::avg_pool2d.out": lambda args: _pool_args(args, False),
+    "aten::minimum.out": _int64_pair,
+    "aten::maximum.out": _int64_pair,
+    "dim_order_ops::_to_dim_order_copy.out": _to_int64,
+    "aten::embedding.out": _embedding,
     "aten::addmm.out": _addmm,
     "aten::mm.out": _matmul,
     "aten::bmm.out": _matmul,
@@ -243,7 +294,8 @@ BITWISE = frozenset({
     "aten::full_like.out", "aten::expand_copy.out", "aten::unsqueeze_copy.out", "aten::select_copy.int_out",
     "aten::permute_copy.out", "aten::neg.out", "aten::abs.out", "aten::relu.out", "aten::hardtanh.out",
     "aten::max_pool2d_with_indices.out", "dim_order_ops::_clone_dim_order.out", "aten::alias_copy.out",
-    "aten::detach_copy.out",
+    "aten::detach_copy.out", "aten::minimum.out", "aten::maximum.out", "dim_order_ops::_to_dim_order_copy.out",
+    "aten::embedding.out",
 })
 
 

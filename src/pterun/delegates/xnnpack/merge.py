@@ -140,9 +140,10 @@ class _Merger:
             return src
         have = self.values[src]  # what the run wrote there (a constant where it computed it from constants)
         for w in (have, v):
-            if w.datatype not in (G.FP32, G.BOOL) or w.quant is not None or w.dq_datatype or \
+            if w.datatype not in (G.FP32, G.BOOL, G.INT64) or w.quant is not None or w.dq_datatype or \
                     w is v and w.data is not None or w.datatype != have.datatype:
-                raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32 or bool joins)")
+                raise CannotMerge(f"slot {slot}: a {w.describe()} join (only unquantized float32, bool or int64 "
+                                  "joins)")
         if tuple(have.dims) != tuple(v.dims):
             if have.datatype == G.FP32 and all(d == 1 for d in tuple(have.dims) + tuple(v.dims)):
                 return self.reshaped(src, v.dims)  # one element: a rank-0 tensor read as a delegate's [1]
@@ -277,7 +278,7 @@ class _Merger:
         return G.Graph(values, self.nodes, len(args)), args
 
 
-_DATATYPES = {np.dtype(np.float32): G.FP32, np.dtype(np.bool_): G.BOOL}
+_DATATYPES = {np.dtype(np.float32): G.FP32, np.dtype(np.bool_): G.BOOL, np.dtype(np.int64): G.INT64}
 
 
 def _plain_fp32(v: G.Value) -> bool:

@@ -30,9 +30,11 @@ from pterun.format.flatbuffer import Buffer, Table
 FP32, FP16, QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4, QPINT8, INT32, PFP32, BF16 = range(1, 15)
 DATATYPE_NAMES = {1: "fp32", 2: "fp16", 3: "qint8", 4: "quint8", 5: "qint32", 6: "qcint8", 7: "qcint32",
                   8: "qcint4", 9: "qdint8", 10: "qbint4", 11: "qpint8", 12: "int32", 13: "pfp32", 14: "bf16"}
-#: pterun's own datatype, never read from a payload (the reader refuses what DATATYPE_NAMES does not name): the
-#: bool tensors of operators a merged graph holds as kernels (:mod:`.merge`)
+#: pterun's own datatypes, never read from a payload (the reader refuses what DATATYPE_NAMES does not name): the
+#: bool and int64 tensors of operators a merged graph holds as kernels (:mod:`.merge`)
 BOOL = 100
+INT64 = 101
+_OWN_NAMES = {BOOL: "bool", INT64: "int64"}
 
 
 class _StorageDtypes(dict):
@@ -54,7 +56,8 @@ class _StorageDtypes(dict):
 #: NumPy dtype a tensor of each datatype is stored in (4-bit types: packed bytes).
 STORAGE_DTYPES = _StorageDtypes({FP32: np.float32, FP16: np.float16, QINT8: np.int8, QUINT8: np.uint8,
                                  QINT32: np.int32, QCINT8: np.int8, QCINT32: np.int32, QCINT4: np.uint8,
-                                 QDINT8: np.int8, QBINT4: np.uint8, INT32: np.int32, BOOL: np.bool_})
+                                 QDINT8: np.int8, QBINT4: np.uint8, INT32: np.int32, BOOL: np.bool_,
+                                 INT64: np.int64})
 QUANTIZED = frozenset({QINT8, QUINT8, QINT32, QCINT8, QCINT32, QCINT4, QDINT8, QBINT4})
 CONSTANT_ONLY = frozenset({QCINT8, QCINT32, QCINT4, QBINT4})  # per-channel / blockwise: weights and biases
 
@@ -137,7 +140,7 @@ class Value(namedtuple("Value", "id datatype dims external_id flags data quant d
 
     @property
     def dtype_name(self) -> str:
-        return "bool" if self.datatype == BOOL else DATATYPE_NAMES.get(self.datatype, f"datatype {self.datatype}")
+        return _OWN_NAMES.get(self.datatype) or DATATYPE_NAMES.get(self.datatype, f"datatype {self.datatype}")
 
     def describe(self) -> str:
         return f"value {self.id} ({self.dtype_name} {list(self.dims)})"

@@ -27,6 +27,9 @@ __all__ = ["EMIT", "KernelRules"]
 
 F32 = np.dtype(np.float32)
 BOOL = np.dtype(np.bool_)
+I64 = np.dtype(np.int64)
+#: the TFLite tensor type of each dtype a kernel node's temporaries and scalars have
+_TYPE_NAMES = {F32: "FLOAT32", BOOL: "BOOL", I64: "INT64"}
 
 
 class KernelRules:
@@ -65,11 +68,10 @@ class KernelRules:
     def scalar(self, value, dtype=F32) -> int:
         """A constant of shape [] (``const`` would make it [1]: FILL takes only a true scalar)."""
         data = np.asarray([value], dtype)
-        return self.add_tensor([], getattr(self.S.TensorType, "BOOL" if dtype == BOOL else "FLOAT32"),
-                               self.buffer(data))
+        return self.add_tensor([], getattr(self.S.TensorType, _TYPE_NAMES[np.dtype(dtype)]), self.buffer(data))
 
     def temp(self, shape, dtype=F32) -> int:
-        return self.add_tensor(list(shape), getattr(self.S.TensorType, "BOOL" if dtype == BOOL else "FLOAT32"))
+        return self.add_tensor(list(shape), getattr(self.S.TensorType, _TYPE_NAMES[np.dtype(dtype)]))
 
 
 class _Inputs:
@@ -121,7 +123,8 @@ def _binary(name: str, options: str | None):
 def _binary_scalar(name: str, options: str | None):
     def emit(tr, args, ins, out):
         extra = {} if options is None else {"fusedActivationFunction": tr.S.ActivationFunctionType.NONE}
-        tr.op(name, [ins[0], tr.scalar(np.float32(args[1]))], [out], options, **extra)
+        dtype = args[0].dtype  # float32, or int64 with an int (kernel_ops' checks)
+        tr.op(name, [ins[0], tr.scalar(np.asarray(args[1]).astype(dtype), dtype)], [out], options, **extra)
     return emit
 
 
@@ -146,6 +149,16 @@ def _emit_any(tr, args, ins, out):
 
 def _emit_where(tr, args, ins, out):
     tr.op("SELECT_V2", ins[:3], [out])
+
+
+def _emit_cast(tr, args, ins, out):
+    """float32 -> int64, truncating toward zero as the portable kernel's ``static_cast``."""
+    tr.op("CAST", ins[:1], [out])
+
+
+def _emit_embedding(tr, args, ins, out):
+    """Rows of a small constant table (:data:`..kernel_ops.SMALL_TABLE`) by int64 index: a GATHER on axis 0."""
+    tr.op("GATHER", ins[:2], [out], "GatherOptions", axis=0, batchDims=0)
 
 
 def _emit_full_like(tr, args, ins, out):
@@ -459,6 +472,10 @@ EMIT = {
     "aten::_native_batch_norm_legit_no_training.out": _emit_batch_norm,
     "aten::max_pool2d_with_indices.out": _emit_pool("MAX_POOL_2D", True),
     "aten::avg_pool2d.out": _emit_pool("AVERAGE_POOL_2D", False),
+    "aten::minimum.out": _binary("MINIMUM", None),
+    "aten::maximum.out": _binary("MAXIMUM", None),
+    "dim_order_ops::_to_dim_order_copy.out": _emit_cast,
+    "aten::embedding.out": _emit_embedding,
     "aten::addmm.out": _emit_addmm,
     "aten::mm.out": _emit_matmul,
     "aten::bmm.out": _emit_matmul,

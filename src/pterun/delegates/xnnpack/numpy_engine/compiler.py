@@ -92,6 +92,8 @@ def rep_of(v: G.Value) -> Rep:
         return Rep("int", np.dtype(np.int32))
     if dt == G.BOOL:  # merged graphs' kernel nodes only (they read and write arrays as they are)
         return Rep("bool", np.dtype(np.bool_))
+    if dt == G.INT64:  # the same: index arithmetic between delegates
+        return Rep("int", np.dtype(np.int64))
     if dt == G.QDINT8 or (v.dq_datatype == G.QINT8 and dt == G.FP32):
         nnb = v.quant.num_nonbatch_dims if v.quant is not None and v.quant.kind == G.PER_TOKEN else 1
         return Rep("dynamic", np.dtype(F32), nonbatch_dims=max(nnb, 1))
