@@ -130,8 +130,7 @@ def _binary_scalar(name: str, options: str | None):
 
 def _compare_scalar(name: str):
     def emit(tr, args, ins, out):
-        dtype = args[0].dtype  # float32, or int64 against an int (kernel_ops' checks)
-        tr.op(name, [ins[0], tr.scalar(np.asarray(args[1]).astype(dtype), dtype)], [out])
+        tr.op(name, [ins[0], tr.scalar(np.float32(args[1]))], [out])
     return emit
 
 
