@@ -207,7 +207,9 @@ def test_the_transformer_fixture_runs_as_one_litert_invocation_per_call(threads)
     runner = method._runner
     (run,) = [m.run for m in runner.merged.values()]
     assert (run.start, run.stop) == (0, len(runner.plan.chains[0]))
-    assert sum(1 for p in run.parts if getattr(p, "op", None) == "kernel") == 18
+    assert sum(1 for p in run.parts if getattr(p, "op", None) == "kernel") == 17
+    # the mask's full_like reads only a static shape: folded at load, before the merge, and not in the graph
+    assert [e.name for e in method.folded] == ["aten::full_like.out"]
     for call in load_calls("xnn_transformer"):
         (got,) = method.execute(call["inputs"])
         want = call["outputs"][0]
@@ -384,10 +386,32 @@ def test_int64_index_arithmetic_and_a_small_embedding_join_the_merged_call():
     m = Runtime(engine="auto").load_program(FIXTURES / "xnn_int64_buckets.pte").load_method("forward")
     assert [e.name for e in m.steps] == ["delegate XnnpackBackend", "aten::sum.IntList_out",
                                          "delegate XnnpackBackend"]
-    assert "aten::arange.start_out" in [e.name for e in m.folded]
+    # arange, and the full_like inside the merged call's range, folded before the merge
+    assert [e.name for e in m.folded] == ["aten::arange.start_out", "aten::lt.Scalar_out", "aten::full_like.out"]
     plain = Runtime(engine="numpy").load_program(FIXTURES / "xnn_int64_buckets.pte").load_method("forward")
     assert len(plain.steps) == 10
     for call in load_calls("xnn_int64_buckets"):
         got, ref = m.execute(call["inputs"])[0], plain.execute(call["inputs"])[0]
         np.testing.assert_allclose(got, call["outputs"][0], rtol=0, atol=1e-6)
         np.testing.assert_allclose(got, ref, rtol=0, atol=1e-6)
+
+
+@needs_litert
+def test_work_folded_at_load_between_two_delegate_calls_does_not_split_their_merged_call():
+    """xnn_folded_between (tools/export_fold_fixture.py): a delegate call, then an int64 comparison of ``arange``
+    and a ``where`` (a bias from constants alone, which merged graphs do not hold), a layer norm and a second delegate
+    call. The bias is folded before the merge, which passes over it: one merged call, ExecuTorch's numbers. Merging
+    off, the same folds leave the two delegate calls and the layer norm."""
+    m = Runtime(engine="auto").load_program(FIXTURES / "xnn_folded_between.pte").load_method("forward")
+    assert [e.name for e in m.steps] == ["delegate XnnpackBackend"]
+    assert [e.name for e in m.folded] == ["aten::arange.start_out", "aten::scalar_tensor.out",
+                                          "aten::scalar_tensor.out", "aten::ge.Scalar_out", "aten::where.self_out"]
+    apart = Runtime(engine="auto", merge_delegates=False).load_program(FIXTURES / "xnn_folded_between.pte") \
+        .load_method("forward")
+    assert [e.name for e in apart.steps] == ["delegate XnnpackBackend", "aten::native_layer_norm.out",
+                                             "delegate XnnpackBackend"]
+    assert [e.name for e in apart.folded] == [e.name for e in m.folded]
+    for call in load_calls("xnn_folded_between"):
+        got = m.execute(call["inputs"])[0]
+        np.testing.assert_allclose(got, call["outputs"][0], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(got, apart.execute(call["inputs"])[0], rtol=0, atol=1e-5)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Export three fixtures of what load-time constants meet: ``tests/fixtures/xnn_const_delegate.pte``, an XNNPACK
+"""Export four fixtures of what load-time constants meet: ``tests/fixtures/xnn_const_delegate.pte``, an XNNPACK
 delegate call whose inputs are all constants, ``tests/fixtures/const_reuse.pte``, a portable program whose
-weight transpose both a compiled run and an operator after it read, and ``tests/fixtures/xnn_int64_buckets.pte``,
-int64 index arithmetic between two delegate calls.
+weight transpose both a compiled run and an operator after it read, ``tests/fixtures/xnn_int64_buckets.pte``,
+int64 index arithmetic between two delegate calls, and ``tests/fixtures/xnn_folded_between.pte``, work on
+constants alone between a delegate call and the operators after it.
 
 Run with the reference virtualenv (torch + executorch); pterun never depends on torch::
 
@@ -23,6 +24,11 @@ layer of the input and, from ``arange`` alone, a ``log``; portable int64 operato
 ``full_like``, a ``minimum``, a ``where``) turn the log into bucket indices, an ``embedding`` of a small table
 looks them up, and a second delegate adds them to a second linear layer of the first one's output, less its mean.
 pterun holds the int64 operators and the small embedding inside one merged LiteRT call, exactly.
+
+``xnn_folded_between`` is a BERT encoder's attention mask in miniature: after a first delegate (a linear layer),
+an int64 comparison of ``arange`` and a ``where`` make a bias from constants alone, between that call and a layer
+norm (portable) and a second delegate. pterun folds the bias at load before it merges, so the two calls and the
+layer norm become one merged call.
 
 Each program's recorded calls, inputs and ExecuTorch's outputs go to ``NAME.npz`` in the
 fixtures' usual format (``__manifest__`` with ``c<call>_in<i>`` / ``c<call>_out<j>`` arrays).
@@ -69,6 +75,20 @@ class Int64Buckets(nn.Module):
         return self.lin2(h - h.mean(-1, keepdim=True)) + self.table(b).sum(0)
 
 
+class FoldedBetween(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin1 = nn.Linear(8, 8)
+        self.norm = nn.LayerNorm(8)
+        self.lin2 = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.lin1(x)
+        keep = torch.arange(8) >= 2  # int64: portable, on constants alone
+        bias = torch.where(keep, 0.0, -1.0)
+        return self.lin2(self.norm(h)) + bias
+
+
 class ConstReuse(nn.Module):
     def __init__(self):
         super().__init__()
@@ -85,6 +105,7 @@ def main() -> None:
     export(ConstDelegate().eval(), "xnn_const_delegate", xnnpack=True)
     export(ConstReuse().eval(), "const_reuse", xnnpack=False)
     export(Int64Buckets().eval(), "xnn_int64_buckets", xnnpack=True)
+    export(FoldedBetween().eval(), "xnn_folded_between", xnnpack=True)
 
 
 def export(model: nn.Module, name: str, xnnpack: bool) -> None:

@@ -108,7 +108,8 @@ def _init(src: Source, i: int, ctx: DelegateContext):
                             f"{type(e).__name__}: {e}") from e
 
 
-def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses, finish: list) -> dict:
+def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses, finish: list,
+           folder=None) -> dict:
     """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept."""
     plan, values, tags = src.plan, memory.values, analysis.tags
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
@@ -135,11 +136,13 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
 
     home = next((name for name, b in BACKENDS.items() if b.merges and b.is_available() and
                  b.compiles(settings.engine)), None)
-    # what folding computes at load stays out of merged calls, which would compute it on every call
+    # what folding computes at load stays out of merged calls, which would compute it on every call: operators
+    # are folded now (merged graphs then read their results as constants), delegate calls start no run
     fixed = folded_at_load(plan, tags, values, analysis.volatile, partial(delegate_outputs, src.pf, plan)) \
-        if settings.fold else frozenset()
+        if folder is not None else frozenset()
+    gone = folder.ahead(KERNELS, fixed) if folder is not None else frozenset()
     runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
-                     home=home, fixed=fixed)
+                     home=home, fixed=fixed, gone=gone)
     if not runs:
         return {}
     outside = slots_read_outside(plan, tags, values, acc)
@@ -150,7 +153,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
             op = absorbed(backend, name, args)
             return None if op is None or op.op == "kernel" else op
         again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc,
-                          fixed=fixed)
+                          fixed=fixed, gone=gone)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
@@ -196,11 +199,15 @@ def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outs
     return declined
 
 
-def load_delegates(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses | None) -> Delegates:
-    """Every delegate's executor (merged runs first, where ``settings.merge`` and ``acc`` is given), finished."""
+def load_delegates(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses | None,
+                   folder=None) -> Delegates:
+    """Every delegate's executor (merged runs first, where ``settings.merge`` and ``acc`` is given), finished.
+    ``folder`` (a :class:`~pterun.interp.fold.Folder`, or None: nothing is folded) folds, before the merge, the
+    operators it would otherwise compute on every call."""
     plan = src.plan
     finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
-    merged = _merge(src, memory, analysis, settings, acc, finish) if settings.merge and acc is not None else {}
+    merged = _merge(src, memory, analysis, settings, acc, finish, folder) \
+        if settings.merge and acc is not None else {}
     absorbed = frozenset((m.run.chain, pc) for m in merged.values() for pc in range(m.run.start, m.run.stop))
     executors = [None] * len(plan.delegates)
     for m in merged.values():

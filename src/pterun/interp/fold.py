@@ -38,6 +38,7 @@ class Folder:
         self.reads: dict[int, list[int]] = {}  # slot -> positions reading it, ascending
         self.writes: dict[int, list[int]] = {}  # slot -> positions writing it, ascending
         self.spans = None  # (slot, start, end) of every tensor in arena 1, built at the first fold attempt
+        self.done: set[tuple[int, int]] = set()  # (chain, instruction) folded so far
 
     @staticmethod
     def applies(plan: ExecutionPlan) -> bool:
@@ -152,6 +153,8 @@ class Folder:
         tensor's own memory, within the method's budget. Any failure here is silent: the step then raises the
         same error when it runs, with the usual context.
         """
+        if (ci, pc) in self.done:  # folded ahead of the merge (:meth:`ahead`)
+            return True
         if kernel.raw or not kernel.foldable or not kernel.schema.mutable or not self._inputs_constant(kernel, args):
             return False
         fp, values = self, self.values
@@ -177,7 +180,21 @@ class Folder:
         for j, array in final.items():
             values[j].freeze(array)
             fp.constants.add(j)
+        self.done.add((ci, pc))
         return True
+
+    def ahead(self, kernels: dict, which: frozenset) -> frozenset:
+        """Fold the KernelCalls among ``which`` ((chain, instruction) pairs, :func:`folded_at_load`'s prediction)
+        now, in program order, before the merge: their outputs are then constants of the program that merged
+        graphs take as their own, and the instructions leave no step, inside a merged run or not. The ones folded."""
+        plan = self.plan
+        for ci, pc in sorted(which):
+            ins = plan.chains[ci][pc]
+            if ins.kind == KERNEL_CALL:
+                kernel = kernels.get(plan.operators[ins.op_index])
+                if kernel is not None:
+                    self.fold(kernel, ins.args, ci, pc)
+        return frozenset(self.done)
 
     def fold_delegate(self, executor, delegate_index: int, args: tuple, ci: int, pc: int) -> bool:
         """Run DelegateCall ``pc`` now, on ``executor``, if every argument it reads is a constant (tensors) or fixed

@@ -60,7 +60,8 @@ class Run(NamedTuple):
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
               absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
-              acc: Accesses | None = None, home: str | None = None, fixed: frozenset = frozenset()) -> list[Run]:
+              acc: Accesses | None = None, home: str | None = None, fixed: frozenset = frozenset(),
+              gone: frozenset = frozenset()) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
     ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
@@ -84,7 +85,9 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     ``fixed`` names (chain, instruction) pairs of work folding does at load (:func:`pterun.interp.fold.
     folded_at_load`), which a merged call would do on every call: no run starts at one (nor takes in one before
     its start), and a delegate call among them ends a run. A run that has started holds the operators among them
-    it can: computing them inside its graph costs less than a call more.
+    it can: computing them inside its graph costs less than a call more. ``gone`` names those folding has already
+    computed (:meth:`pterun.interp.fold.Folder.ahead`): a run passes over them as over a FreeCall, and reads what
+    they wrote as constants.
     """
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
@@ -98,12 +101,13 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             continue
         pc, n, floor = 0, len(chain), 0
         barred = {at for c, at in fixed if c == ci}
+        skip = {at for c, at in gone if c == ci}
         while pc < n:
-            backend, items = _start(chain, floor, pc, plan, mergers, absorbed, home, barred)
+            backend, items = _start(chain, floor, pc, plan, mergers, absorbed, home, barred, skip)
             if backend is None:
                 pc += 1
                 continue
-            items += _following(chain, pc, backend, plan, mergers, absorbed, later, barred)
+            items += _following(chain, pc, backend, plan, mergers, absorbed, later, barred, skip)
             run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc)
             if run is None:
                 pc += 1
@@ -113,12 +117,14 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     return runs
 
 
-def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, barred: set) -> list:
+def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, barred: set, skip: set) -> list:
     """The instructions after ``pc`` a run of ``backend`` may hold, as (pc, part or None: deferred), up to the
-    first it cannot (or a delegate call folding runs at load)."""
+    first it cannot (or a delegate call folding runs at load); folded ones (``skip``) are passed over."""
     items = []
     for j in range(pc + 1, len(chain)):
         nxt = chain[j]
+        if j in skip:
+            continue
         if j in barred and nxt.kind == DELEGATE_CALL:
             break
         if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
@@ -148,7 +154,7 @@ def _asked_once(absorbed: Callable) -> Callable:
     return held
 
 
-def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home, barred: set) -> tuple:
+def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home, barred: set, skip: set) -> tuple:
     """(backend, the run's first items as (pc, part or None: deferred)) for a run that may start at ``pc``, or
     (None, None): at a delegate call, with the operators its backend holds right before it; at an operator the
     ``home`` backend holds as a kernel. No run holds an instruction of ``barred``."""
@@ -157,8 +163,8 @@ def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home, barred: se
     ins = chain[pc]
     backend = mergers(ins.delegate_index) if ins.kind == DELEGATE_CALL else None
     if backend is not None:
-        lead_floor = max((b + 1 for b in barred if b < pc), default=0)  # folding computes what is before it
-        items = _leading(chain, max(floor, lead_floor), pc, backend, plan, absorbed)
+        lead_floor = max((b + 1 for b in barred - skip if b < pc), default=0)  # folding does what is before it
+        items = _leading(chain, max(floor, lead_floor), pc, backend, plan, absorbed, skip)
         return backend, items + [(pc, DelegatePart(ins.delegate_index, tuple(ins.args)))]
     if home is not None and ins.kind == KERNEL_CALL:
         op = absorbed(home, plan.operators[ins.op_index], tuple(ins.args))
@@ -167,15 +173,18 @@ def _start(chain, floor: int, pc: int, plan, mergers, absorbed, home, barred: se
     return None, None
 
 
-def _leading(chain, floor: int, pc: int, backend: str, plan, absorbed) -> list:
+def _leading(chain, floor: int, pc: int, backend: str, plan, absorbed, skip: set = frozenset()) -> list:
     """The instructions from ``floor`` up to ``pc`` (a delegate call) that lead into its run: the operators right
-    before it that ``backend`` holds (FreeCalls between them skipped), as (pc, Absorbed), in order. Views are
-    left out, and end the lead: one read outside the run would be replayed after the call, which the
-    instructions between could forbid, cutting the run short."""
+    before it that ``backend`` holds (FreeCalls and what was folded, ``skip``, passed over), as (pc, Absorbed), in
+    order. Views are left out, and end the lead: one read outside the run would be replayed after the call, which
+    the instructions between could forbid, cutting the run short."""
     lead = []
     k = pc - 1
     while k >= floor:
         ins = chain[k]
+        if k in skip:  # folded at load: nothing left of it to run
+            k -= 1
+            continue
         if ins.kind == KERNEL_CALL:
             op = absorbed(backend, plan.operators[ins.op_index], tuple(ins.args))
             if op is None or op.op == "view":

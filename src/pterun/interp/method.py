@@ -80,14 +80,16 @@ class MethodRunner:
         # bytes, through what each delegate writes (its backend says, where it can); made before anything folds
         acc = Accesses(plan, values, tags, delegate_outputs=lambda i: delegate_outputs(pf, plan, i)) \
             if settings.merge or folding else None
-        self.delegates = load_delegates(Source(pf, plan, self.where), self.memory, self.analysis, settings, acc)
         binder = Binder(values, tags, volatile, self.where)
         folder, repeats = None, (frozenset(), {})
+        if folding:  # the merge folds what it would otherwise compute on every call first (Folder.ahead)
+            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET,
+                            delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
+        self.delegates = load_delegates(Source(pf, plan, self.where), self.memory, self.analysis, settings, acc,
+                                        folder)
         if folding:
             from pterun.interp.repeats import find_repeats
 
-            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET,
-                            delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
             repeats = find_repeats(plan, values, tags, volatile, acc)
         self.steps = build_steps(plan, values, self.analysis, self.delegates, binder, self.where, folder, repeats,
                                  settings.seed)

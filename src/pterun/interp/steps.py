@@ -135,8 +135,11 @@ class StepBuilder:
         # repeated reads of one input element into a scalar (pterun.interp.repeats): left out, and the first
         # read's result copied to their scalar slots
         repeats = self.repeats if ci == 0 else (frozenset(), {})
+        done = self.folder.done if self.folder is not None else frozenset()
         for pc, ins in enumerate(chain):
-            if (ci, pc) in self.absorbed:
+            if (ci, pc) in done and ins.kind == KERNEL_CALL:  # folded ahead of the merge (Folder.ahead)
+                self._kernel_call(parts, ins, ci, pc, kernels, repeats)
+            elif (ci, pc) in self.absorbed:
                 if (ci, pc) in self.merged:
                     self._merged_call(parts, chain, ci, pc, kernels, repeats)
             elif ins.kind == KERNEL_CALL:
