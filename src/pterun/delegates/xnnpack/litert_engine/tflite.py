@@ -86,7 +86,7 @@ OPTIONS = {
 BuiltinOptions = SimpleNamespace(NONE=0, **{name: index for name, (index, _) in OPTIONS.items()})
 #: scalar type -> the Builder call that writes a field of it
 _PREPEND = {"bool": "PrependBoolSlot", "i8": "PrependInt8Slot", "u8": "PrependUint8Slot", "i32": "PrependInt32Slot",
-            "u32": "PrependUint32Slot", "f32": "PrependFloat32Slot"}
+            "u32": "PrependUint32Slot", "u64": "PrependUint64Slot", "f32": "PrependFloat32Slot"}
 
 
 # -- records of the tables -----------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def serialize(model: Model, size_hint: int = 1 << 16) -> bytearray:
 #: what :func:`serialize` calls on a Builder
 _BUILDER_CALLS = ("StartObject", "EndObject", "StartVector", "EndVector", "CreateString", "CreateNumpyVector",
                   "PrependUOffsetTRelative", "PrependUOffsetTRelativeSlot", "Finish", "Output",
-                  *sorted(set(_PREPEND.values())), "PrependUint64Slot")
+                  *sorted(set(_PREPEND.values())))
 
 
 def builder_problem(flatbuffers) -> str | None:
@@ -267,51 +267,40 @@ class _Writer:
             b.PrependUOffsetTRelative(off)
         return b.EndVector()
 
-    def model(self, m: Model) -> int:
+    def table(self, size: int, offsets: tuple = (), scalars: tuple = ()) -> int:
+        """A table of ``size`` slots: ``offsets`` ((slot, offset) of what it points at, 0: left out), then
+        ``scalars`` ((slot, scalar type of :data:`_PREPEND`, value, the schema's default: not written when equal))."""
         b = self.b
+        b.StartObject(size)
+        for slot, off in offsets:
+            b.PrependUOffsetTRelativeSlot(slot, off, 0)
+        for slot, kind, value, default in scalars:
+            getattr(b, _PREPEND[kind])(slot, value, default)
+        return b.EndObject()
+
+    def model(self, m: Model) -> int:
         subgraphs = self.offsets([self.subgraph(sg) for sg in m.subgraphs])
         codes = self.offsets([self.opcode(oc) for oc in m.operatorCodes])
         buffers = self.offsets([self.buffer(buf) for buf in m.buffers])
         sigs = self.offsets([self.signature(sd) for sd in m.signatureDefs]) if m.signatureDefs is not None else 0
-        description = self.string(m.description)
-        b.StartObject(8)
-        b.PrependUOffsetTRelativeSlot(1, codes, 0)
-        b.PrependUOffsetTRelativeSlot(2, subgraphs, 0)
-        b.PrependUOffsetTRelativeSlot(3, description, 0)
-        b.PrependUOffsetTRelativeSlot(4, buffers, 0)
-        b.PrependUOffsetTRelativeSlot(7, sigs, 0)
-        b.PrependUint32Slot(0, m.version, 0)
-        return b.EndObject()
+        return self.table(8, ((1, codes), (2, subgraphs), (3, self.string(m.description)), (4, buffers), (7, sigs)),
+                          ((0, "u32", m.version, 0),))
 
     def subgraph(self, sg: SubGraph) -> int:
-        b = self.b
         tensors = self.offsets([self.tensor(t) for t in sg.tensors])
         operators = self.offsets([self.operator(o) for o in sg.operators])
         ins, outs, name = self.ints(sg.inputs), self.ints(sg.outputs), self.string(sg.name)
-        b.StartObject(5)
-        b.PrependUOffsetTRelativeSlot(0, tensors, 0)
-        b.PrependUOffsetTRelativeSlot(1, ins, 0)
-        b.PrependUOffsetTRelativeSlot(2, outs, 0)
-        b.PrependUOffsetTRelativeSlot(3, operators, 0)
-        b.PrependUOffsetTRelativeSlot(4, name, 0)
-        return b.EndObject()
+        return self.table(5, ((0, tensors), (1, ins), (2, outs), (3, operators), (4, name)))
 
     def tensor(self, t: Tensor) -> int:
-        b = self.b
         shape = np.asarray(t.shape, np.int32).reshape(-1)
         key = shape.tobytes()
         dims = self.shapes.get(key)
         if dims is None:
-            dims = self.shapes[key] = b.CreateNumpyVector(shape)
+            dims = self.shapes[key] = self.b.CreateNumpyVector(shape)
         name = self.string(t.name) if t.name is not None else 0
         quant = self.quantization(t.quantization) if t.quantization is not None else 0
-        b.StartObject(5)
-        b.PrependUOffsetTRelativeSlot(0, dims, 0)
-        b.PrependUOffsetTRelativeSlot(3, name, 0)
-        b.PrependUOffsetTRelativeSlot(4, quant, 0)
-        b.PrependUint32Slot(2, t.buffer, 0)
-        b.PrependInt8Slot(1, t.type, 0)
-        return b.EndObject()
+        return self.table(5, ((0, dims), (3, name), (4, quant)), ((2, "u32", t.buffer, 0), (1, "i8", t.type, 0)))
 
     def quantization(self, q: QuantizationParameters) -> int:
         got = self.shared.get(id(q))
@@ -325,32 +314,18 @@ class _Writer:
             if q.detailsType != QuantizationDetails.BlockwiseQuantization:
                 raise ValueError(f"quantization details of type {q.detailsType}")
             d = q.details
-            b.StartObject(3)
-            b.PrependInt32Slot(0, d.scales, 0)
-            b.PrependInt32Slot(1, d.zeroPoints, 0)
-            b.PrependInt32Slot(2, d.blockSize, 0)
-            details = b.EndObject()
-        b.StartObject(7)
-        b.PrependUOffsetTRelativeSlot(2, scale, 0)
-        b.PrependUOffsetTRelativeSlot(3, zero, 0)
-        b.PrependUOffsetTRelativeSlot(5, details, 0)
-        b.PrependInt32Slot(6, q.quantizedDimension, 0)
-        b.PrependUint8Slot(4, q.detailsType, 0)
-        off = b.EndObject()
+            details = self.table(3, (), ((0, "i32", d.scales, 0), (1, "i32", d.zeroPoints, 0),
+                                         (2, "i32", d.blockSize, 0)))
+        off = self.table(7, ((2, scale), (3, zero), (5, details)),
+                         ((6, "i32", q.quantizedDimension, 0), (4, "u8", q.detailsType, 0)))
         self.shared[id(q)] = (off, q)
         return off
 
     def operator(self, o: Operator) -> int:
-        b = self.b
         ins, outs = self.ints(o.inputs), self.ints(o.outputs)
         opts = self.options(o.builtinOptions) if o.builtinOptions is not None else 0
-        b.StartObject(5)
-        b.PrependUOffsetTRelativeSlot(1, ins, 0)
-        b.PrependUOffsetTRelativeSlot(2, outs, 0)
-        b.PrependUOffsetTRelativeSlot(4, opts, 0)
-        b.PrependUint32Slot(0, o.opcodeIndex, 0)
-        b.PrependUint8Slot(3, o.builtinOptionsType, 0)
-        return b.EndObject()
+        return self.table(5, ((1, ins), (2, outs), (4, opts)),
+                          ((0, "u32", o.opcodeIndex, 0), (3, "u8", o.builtinOptionsType, 0)))
 
     def options(self, opt: Options) -> int:
         key = (opt.table, tuple(opt.fields.items()))
@@ -366,36 +341,17 @@ class _Writer:
         return off
 
     def opcode(self, oc: OperatorCode) -> int:
-        b = self.b
-        b.StartObject(4)
-        b.PrependInt32Slot(3, oc.builtinCode, 0)
-        b.PrependInt32Slot(2, oc.version, 1)
-        b.PrependInt8Slot(0, oc.deprecatedBuiltinCode, 0)
-        return b.EndObject()
+        return self.table(4, (), ((3, "i32", oc.builtinCode, 0), (2, "i32", oc.version, 1),
+                                  (0, "i8", oc.deprecatedBuiltinCode, 0)))
 
     def buffer(self, buf: Buffer) -> int:
-        b = self.b
-        b.StartObject(3)
-        b.PrependUint64Slot(1, buf.offset, 0)
-        b.PrependUint64Slot(2, buf.size, 0)
-        return b.EndObject()
+        return self.table(3, (), ((1, "u64", buf.offset, 0), (2, "u64", buf.size, 0)))
 
     def signature(self, sd: SignatureDef) -> int:
-        b = self.b
         ins = self.offsets([self.tensor_map(tm) for tm in sd.inputs])
         outs = self.offsets([self.tensor_map(tm) for tm in sd.outputs])
-        key = self.string(sd.signatureKey)
-        b.StartObject(5)
-        b.PrependUOffsetTRelativeSlot(0, ins, 0)
-        b.PrependUOffsetTRelativeSlot(1, outs, 0)
-        b.PrependUOffsetTRelativeSlot(2, key, 0)
-        b.PrependUint32Slot(4, sd.subgraphIndex, 0)
-        return b.EndObject()
+        return self.table(5, ((0, ins), (1, outs), (2, self.string(sd.signatureKey))),
+                          ((4, "u32", sd.subgraphIndex, 0),))
 
     def tensor_map(self, tm: TensorMap) -> int:
-        b = self.b
-        name = self.string(tm.name)
-        b.StartObject(2)
-        b.PrependUOffsetTRelativeSlot(0, name, 0)
-        b.PrependUint32Slot(1, tm.tensorIndex, 0)
-        return b.EndObject()
+        return self.table(2, ((0, self.string(tm.name)),), ((1, "u32", tm.tensorIndex, 0),))
