@@ -266,7 +266,7 @@ def test_a_delegate_call_on_constants_is_computed_at_load(engine):
 @needs_litert
 def test_the_merge_leaves_work_on_constants_to_folding():
     """Under "auto" the delegate call on constants and the comparison and cast after it could join merged LiteRT
-    calls, which would compute them on every call: the merge leaves them to folding (interp.fold.folded_at_load),
+    calls, which would compute them on every call: the merge leaves them to folding (interp.fold.Folder.foreseen),
     so one delegate call is left, and the numbers stay ExecuTorch's."""
     from fixtures_util import load_calls_from
 

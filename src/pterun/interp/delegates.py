@@ -26,7 +26,6 @@ from pterun.errors import DelegateError, PterunError
 from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
 from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
-from pterun.interp.fold import folded_at_load
 from pterun.interp.forms import absorbed_op, kernel_op
 from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
 
@@ -138,9 +137,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
                  b.compiles(settings.engine)), None)
     # what folding computes at load stays out of merged calls, which would compute it on every call: operators
     # are folded now (merged graphs then read their results as constants), delegate calls start no run
-    fixed = folded_at_load(plan, tags, values, analysis.volatile, partial(delegate_outputs, src.pf, plan)) \
-        if folder is not None else frozenset()
-    gone = folder.ahead(KERNELS, fixed) if folder is not None else frozenset()
+    fixed, gone = folder.ahead(KERNELS) if folder is not None else (frozenset(), frozenset())
     runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
                      home=home, fixed=fixed, gone=gone)
     if not runs:

@@ -183,18 +183,48 @@ class Folder:
         self.done.add((ci, pc))
         return True
 
-    def ahead(self, kernels: dict, which: frozenset) -> frozenset:
-        """Fold the KernelCalls among ``which`` ((chain, instruction) pairs, :func:`folded_at_load`'s prediction)
-        now, in program order, before the merge: their outputs are then constants of the program that merged
-        graphs take as their own, and the instructions leave no step, inside a merged run or not. The ones folded."""
-        plan = self.plan
-        for ci, pc in sorted(which):
+    def ahead(self, kernels: dict) -> tuple[frozenset, frozenset]:
+        """Fold, before the merge, what a merged call would otherwise compute on every call: (the work folding
+        does at load that no run should hold, :meth:`foreseen`; the KernelCalls among it folded now, in program
+        order). Their outputs are then constants of the program that merged graphs take as their own, and the
+        instructions leave no step, inside a merged run or not."""
+        plan, fixed = self.plan, self.foreseen()
+        for ci, pc in sorted(fixed):
             ins = plan.chains[ci][pc]
             if ins.kind == KERNEL_CALL:
                 kernel = kernels.get(plan.operators[ins.op_index])
                 if kernel is not None:
                     self.fold(kernel, ins.args, ci, pc)
-        return frozenset(self.done)
+        return fixed, frozenset(self.done)
+
+    def foreseen(self) -> frozenset:
+        """(chain, instruction) of the work folding will do at load that the merge should leave to it:
+        DelegateCalls whose every input is a constant (:meth:`fold_delegate`), and KernelCalls computing from
+        constants that folding makes (what such calls write, an ``arange``'s output, ...) or from no tensor at all.
+        Kernels on the program's own constants alone (a weight's transpose) are not named: merged graphs compute
+        those once, as they are built. A prediction: constants flow forward through the instructions whose outputs
+        may be detached; what it names but folding then leaves (its budget spent) runs as a step."""
+        from pterun.kernels import KERNELS
+
+        plan, volatile = self.plan, self.volatile
+        program = set(self.constants)
+        constants, fixed = set(program), set()
+        for ci, chain in enumerate(plan.chains):
+            for pc, ins in enumerate(chain):
+                got = _reads_writes(ins, plan, self.tags, self.values, KERNELS, self.delegate_outputs)
+                if got is None:
+                    continue
+                reads, writes = got
+                if not writes or not reads <= constants or (reads | writes) & volatile or \
+                        any(a in volatile for a in ins.args):  # a size or an index known only when running
+                    continue
+                written = self._ready(ci, pc)
+                if written is None or not self._arena_unshared(written, self.position[(ci, pc)]):
+                    continue  # folding leaves it to run: what it writes stays unknown at load
+                constants |= writes
+                if ins.kind == DELEGATE_CALL or not reads or not reads <= program:
+                    fixed.add((ci, pc))
+        return frozenset(fixed)
 
     def fold_delegate(self, executor, delegate_index: int, args: tuple, ci: int, pc: int) -> bool:
         """Run DelegateCall ``pc`` now, on ``executor``, if every argument it reads is a constant (tensors) or fixed
@@ -318,39 +348,6 @@ class Folder:
                     return False  # written through another value while the output is still read: it would
                     # read what that write left, which the folded constant no longer shows
         return True
-
-
-def folded_at_load(plan: ExecutionPlan, tags: list, values: list, volatile: set, delegate_outputs) -> frozenset:
-    """(chain, instruction) of the work folding will do at load that the merge should leave to it: DelegateCalls
-    whose every input is a constant (:meth:`Folder.fold_delegate`), and KernelCalls computing from constants that
-    folding makes (what such calls write, an ``arange``'s output, ...) or from no tensor at all. A merged call
-    would do that work on every call. Kernels on the program's own constants alone (a weight's transpose) are
-    not named: merged graphs compute those once, as they are built. A prediction: constants flow forward through
-    the instructions whose outputs :class:`Folder` may detach; what it names but folding then leaves (its budget
-    spent) runs as a step."""
-    if not Folder.applies(plan):
-        return frozenset()
-    from pterun.kernels import KERNELS
-
-    folder = Folder(plan, values, tags, volatile, None, "", 0, delegate_outputs)
-    program = set(folder.constants)
-    constants, fixed = folder.constants, set()
-    for ci, chain in enumerate(plan.chains):
-        for pc, ins in enumerate(chain):
-            got = _reads_writes(ins, plan, tags, values, KERNELS, delegate_outputs)
-            if got is None:
-                continue
-            reads, writes = got
-            if not writes or not reads <= constants or (reads | writes) & volatile or \
-                    any(a in volatile for a in ins.args):  # a size or an index known only when running
-                continue
-            written = folder._ready(ci, pc)
-            if written is None or not folder._arena_unshared(written, folder.position[(ci, pc)]):
-                continue  # folding leaves it to run: what it writes stays unknown at load
-            constants |= writes
-            if ins.kind == DELEGATE_CALL or not reads or not reads <= program:
-                fixed.add((ci, pc))
-    return frozenset(fixed)
 
 
 def _reads_writes(ins, plan, tags: list, values: list, kernels: dict, delegate_outputs) -> tuple | None:

@@ -82,8 +82,8 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     (:meth:`pterun.delegates.Backend.compiles`): such a run starts at an operator it holds as a kernel, and is
     kept where it is worth one call (:func:`_worth_a_call`).
 
-    ``fixed`` names (chain, instruction) pairs of work folding does at load (:func:`pterun.interp.fold.
-    folded_at_load`), which a merged call would do on every call: no run starts at one (nor takes in one before
+    ``fixed`` names (chain, instruction) pairs of work folding does at load (:meth:`pterun.interp.fold.Folder.
+    foreseen`), which a merged call would do on every call: no run starts at one (nor takes in one before
     its start), and a delegate call among them ends a run. A run that has started holds the operators among them
     it can: computing them inside its graph costs less than a call more. ``gone`` names those folding has already
     computed (:meth:`pterun.interp.fold.Folder.ahead`): a run passes over them as over a FreeCall, and reads what

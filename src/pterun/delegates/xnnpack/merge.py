@@ -117,7 +117,8 @@ class _Merger:
         """The merged value a part reads for ``slot``, where the part declares it as ``v``."""
         src = self.current.get(slot)
         # a constant (of the program, or computed at load and frozen out of the memory plan) shares no bytes
-        frozen = not getattr(getattr(self.tensors[slot], "array", None), "flags", _WRITEABLE).writeable
+        array = getattr(self.tensors[slot], "array", None)
+        frozen = array is not None and not array.flags.writeable
         last = None if frozen else \
             max(((self.wrote_at[k], k) for k in self.shared.overlapping(slot) if k in self.wrote_at), default=None)
         newer = last is not None and (src is None or last[0] > self.set_at[slot])  # another slot wrote them last
@@ -280,8 +281,6 @@ class _Merger:
             values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_OUTPUT)
         return G.Graph(values, self.nodes, len(args)), args
 
-
-_WRITEABLE = np.empty(0).flags  # what a value without an array is taken for: memory like any other
 
 _DATATYPES = {np.dtype(np.float32): G.FP32, np.dtype(np.bool_): G.BOOL, np.dtype(np.int64): G.INT64}
 
