@@ -315,3 +315,50 @@ def test_a_load_does_not_import_litert_s_generated_schema_module():
     """ % (FIXTURES / "xnn_mlp.pte"))
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+# -- state and run-time shapes: what the in-graph KV cache is built from (bench/probe_decode_attention.py) --------
+def _tensor_fields(data: bytes):
+    S = _reader()
+    sg = S.Model.GetRootAsModel(data, 0).Subgraphs(0)
+    return {sg.Tensors(i).Name().decode(): sg.Tensors(i) for i in range(sg.TensorsLength())}
+
+
+def test_variable_and_shape_signature_fields_read_back():
+    w = W.ModelWriter()
+    T = w.S.TensorType
+    c = w.add_tensor([8, 4], T.FLOAT32, name="cache", variable=True)
+    n = w.add_tensor([2], T.INT32, name="size")
+    y = w.add_tensor([8, 4], T.FLOAT32, name="y", signature=[-1, 4])
+    w.op("SLICE", [c, w.i32([0, 0]), n], [y])
+    fields = _tensor_fields(bytes(w.serialize([n], [y])))
+    assert fields["cache"].IsVariable() is True and fields["y"].IsVariable() is False
+    assert fields["y"].ShapeSignatureAsNumpy().tolist() == [-1, 4]
+    assert fields["cache"].ShapeSignatureIsNone() and fields["size"].ShapeSignatureIsNone()
+    assert fields["y"].ShapeAsNumpy().tolist() == [8, 4]
+
+
+def test_a_variable_written_in_place_persists_and_a_run_time_slice_resizes():
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    w = W.ModelWriter()
+    T = w.S.TensorType
+    c = w.add_tensor([8, 4], T.FLOAT32, name="cache", variable=True)
+    row = w.add_tensor([1, 4], T.FLOAT32, name="row")
+    at = w.add_tensor([2], T.INT32, name="at")
+    size = w.add_tensor([2], T.INT32, name="size")
+    used = w.add_tensor([8, 4], T.FLOAT32, name="used", signature=[-1, 4])
+    w.op("DYNAMIC_UPDATE_SLICE", [c, row, at], [c])  # in place: the operator's output is its operand
+    w.op("SLICE", [c, w.i32([0, 0]), size], [used])
+    it = Interpreter(model_content=w.serialize([row, at, size], [used]),
+                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    it.allocate_tensors()
+    wr = it._interpreter
+    for pos in range(3):
+        wr.SetTensor(row, np.full((1, 4), pos + 1, np.float32), 0)
+        wr.SetTensor(at, np.array([pos, 0], np.int32), 0)
+        wr.SetTensor(size, np.array([pos + 1, 4], np.int32), 0)
+        wr.Invoke(0)
+        got = wr.GetTensor(used, 0)
+        assert got.shape == (pos + 1, 4)
+        assert got[:, 0].tolist() == [1.0, 2.0, 3.0][:pos + 1]

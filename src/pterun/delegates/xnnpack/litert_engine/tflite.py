@@ -41,7 +41,8 @@ BuiltinOperator = SimpleNamespace(
     SPLIT=49, CAST=53, PRELU=54, MAXIMUM=55, MINIMUM=57, LESS=58, NEG=59, PADV2=60, GREATER=61, GREATER_EQUAL=62,
     LESS_EQUAL=63, SLICE=65, SIN=66, TRANSPOSE_CONV=67, EQUAL=71, NOT_EQUAL=72, LOG=73, SQRT=75, RSQRT=76,
     LOGICAL_NOT=87, REDUCE_ANY=91, SQUARE=92, FILL=94, LEAKY_RELU=98, ABS=101, CEIL=104, COS=108, ELU=111,
-    QUANTIZE=114, HARD_SWISH=117, SELECT_V2=123, BATCH_MATMUL=126, CUMSUM=128, BROADCAST_TO=130, GELU=150)
+    QUANTIZE=114, HARD_SWISH=117, SELECT_V2=123, BATCH_MATMUL=126, CUMSUM=128, BROADCAST_TO=130, GELU=150,
+    DYNAMIC_UPDATE_SLICE=151)
 TensorType = SimpleNamespace(
     FLOAT32=0, FLOAT16=1, INT32=2, UINT8=3, INT64=4, STRING=5, BOOL=6, INT16=7, COMPLEX64=8, INT8=9, FLOAT64=10,
     COMPLEX128=11, UINT64=12, RESOURCE=13, VARIANT=14, UINT32=15, UINT16=16, INT4=17, BFLOAT16=18)
@@ -98,12 +99,18 @@ class _Record:
 
 
 class Tensor(_Record):
-    """``shape``: an int32 array; ``buffer``: 0 for none (a value computed at run time)."""
+    """``shape``: an int32 array; ``buffer``: 0 for none (a value computed at run time); ``variable``: state the
+    interpreter keeps across invocations (``is_variable``: zeroed when its tensors are allocated, written in place
+    by an operator that names it as both input and output); ``signature``: the shape with -1 for the dims that
+    change from call to call (``shape_signature``: an operator whose output size is computed at run time, such as
+    a SLICE by a run-time size, needs it), None where the shape is fixed."""
 
-    __slots__ = ("shape", "type", "buffer", "quantization", "name")
+    __slots__ = ("shape", "type", "buffer", "quantization", "name", "variable", "signature")
 
-    def __init__(self, shape, type: int, buffer: int = 0, quantization=None, name: str = ""):
+    def __init__(self, shape, type: int, buffer: int = 0, quantization=None, name: str = "", variable: bool = False,
+                 signature=None):
         self.shape, self.type, self.buffer, self.quantization, self.name = shape, type, buffer, quantization, name
+        self.variable, self.signature = variable, signature
 
 
 class QuantizationParameters(_Record):
@@ -300,7 +307,9 @@ class _Writer:
             dims = self.shapes[key] = self.b.CreateNumpyVector(shape)
         name = self.string(t.name) if t.name is not None else 0
         quant = self.quantization(t.quantization) if t.quantization is not None else 0
-        return self.table(5, ((0, dims), (3, name), (4, quant)), ((2, "u32", t.buffer, 0), (1, "i8", t.type, 0)))
+        sig = self.b.CreateNumpyVector(np.asarray(t.signature, np.int32).reshape(-1)) if t.signature is not None else 0
+        return self.table(8, ((0, dims), (3, name), (4, quant), (7, sig)),
+                          ((2, "u32", t.buffer, 0), (1, "i8", t.type, 0), (5, "bool", t.variable, False)))
 
     def quantization(self, q: QuantizationParameters) -> int:
         got = self.shared.get(id(q))

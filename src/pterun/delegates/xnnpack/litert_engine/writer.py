@@ -40,8 +40,9 @@ class ModelWriter:
     def no(self, what: str) -> Exception:
         return ValueError(what)
 
-    def add_tensor(self, shape, ttype: int, buf: int = 0, quant=None, name: str = "") -> int:
-        self.tensors.append(TFL.Tensor(np.asarray(shape, np.int32), ttype, buf, quant, name))
+    def add_tensor(self, shape, ttype: int, buf: int = 0, quant=None, name: str = "", variable: bool = False,
+                   signature=None) -> int:
+        self.tensors.append(TFL.Tensor(np.asarray(shape, np.int32), ttype, buf, quant, name, variable, signature))
         return len(self.tensors) - 1
 
     def buffer(self, data: np.ndarray, xor: int = 0) -> int:
