@@ -286,3 +286,18 @@ def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
     assert meta.bf16_outputs() == {0}
     outs = run_one.to_numpy_outputs([fed[2], np.ones(4, np.float32)], meta.bf16_outputs())
     assert outs["out0"].dtype == np.float32 and np.array_equal(outs["out0"], raw[2][1].astype(ml_dtypes.bfloat16))
+
+
+def test_the_decode_attention_probe_agrees_with_the_numpy_kernels(capsys):
+    # bench/probe_decode_attention.py: both in-LiteRT ways give pterun's custom_sdpa results and caches
+    pytest.importorskip("ai_edge_litert")
+    import probe_decode_attention as probe
+
+    probe.main(["--layers", "2", "--max-seq", "32", "--bucket", "16", "--positions", "9"])
+    lines = capsys.readouterr().out.splitlines()
+    ways = {line.split(":")[0]: line for line in lines if "max difference" in line}
+    assert sorted(ways) == ["bound", "variable"]
+    for line in ways.values():
+        assert "caches equal NumPy's: True" in line
+        assert float(line.split("max difference ")[1].split()[0]) < 1e-5
+    assert lines[-1].startswith("pos 9: numpy ") and "variable" in lines[-1] and "bound" in lines[-1]
