@@ -350,8 +350,8 @@ def test_a_variable_written_in_place_persists_and_a_run_time_slice_resizes():
     used = w.add_tensor([8, 4], T.FLOAT32, name="used", signature=[-1, 4])
     w.op("DYNAMIC_UPDATE_SLICE", [c, row, at], [c])  # in place: the operator's output is its operand
     w.op("SLICE", [c, w.i32([0, 0]), size], [used])
-    it = Interpreter(model_content=w.serialize([row, at, size], [used]),
-                     experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    data = w.serialize([row, at, size], [used])  # held: LiteRT reads the constants from these bytes
+    it = Interpreter(model_content=data, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
     it.allocate_tensors()
     wr = it._interpreter
     for pos in range(3):
