@@ -30,6 +30,7 @@ import time
 import numpy as np
 
 from pterun.delegates.xnnpack.litert_engine import tflite as TFL
+from pterun.delegates.xnnpack.litert_engine.adapter import ops_details
 from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
 from pterun.kernels.llm import custom_sdpa_out, update_cache_out
 
@@ -120,6 +121,15 @@ def _aligned(n: int, dtype=np.float32) -> np.ndarray:
     return raw[off:off + size].view(dtype)
 
 
+def xnnpack_partitions(data: bytes) -> int:
+    """How many XNNPACK partitions LiteRT's interpreter, with its default delegate, makes of the model."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_content=data, num_threads=1)
+    it.allocate_tensors()
+    return [d["op_name"] for d in ops_details(it)].count("DELEGATE")
+
+
 def numpy_way(layers, S, weights):
     ks = [np.zeros((1, S, HKV, D), np.float32) for _ in range(layers)]
     vs = [np.zeros((1, S, HKV, D), np.float32) for _ in range(layers)]
@@ -142,10 +152,7 @@ def variable_way(layers, S, weights):
     w = ModelWriter()
     ins, outs, caches = attention_graph(w, layers, S, None, weights)
     data = w.serialize(ins, outs[:1])
-    probe = Interpreter(model_content=data, num_threads=1)  # what XNNPACK takes of it
-    probe.allocate_tensors()
-    partitions = [d["op_name"] for d in probe._get_ops_details()].count("DELEGATE")
-    del probe
+    partitions = xnnpack_partitions(data)
     # run on the builtin kernels: an XNNPACK delegate that gave up on the graph leaves it unable to run
     it = Interpreter(model_content=data, num_threads=1,
                      experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
@@ -164,16 +171,13 @@ def variable_way(layers, S, weights):
 
 def bound_way(layers, S, bucket, weights):
     from ai_edge_litert.compiled_model import CompiledModel
-    from ai_edge_litert.interpreter import Interpreter
     from ai_edge_litert.tensor_buffer import TensorBuffer
 
     w = ModelWriter()
     ins, outs, caches = attention_graph(w, layers, S, bucket, weights)
     maps = [[TFL.TensorMap(w.tensors[t].name, t) for t in ts] for ts in (ins, outs)]
     data = bytes(w._serialize([w.subgraph(ins, outs)], [TFL.SignatureDef("main", 0, *maps)]))
-    it = Interpreter(model_content=data, num_threads=1)
-    it.allocate_tensors()
-    partitions = [d["op_name"] for d in it._get_ops_details()].count("DELEGATE")
+    partitions = xnnpack_partitions(data)
     cm = CompiledModel.from_buffer(data)
     q, k, v, x = _aligned(E), _aligned(HKV * D), _aligned(HKV * D), _aligned(E)
     at, mask = _aligned(1, np.int32), _aligned(bucket)
