@@ -231,28 +231,33 @@ def _check_written(S, model: bytes, m, blobs: list) -> int:
 
 
 class Written:
-    """Every model the writer serializes while active, checked as it is written (before the weights' pages are
-    given back); a failure is kept, not raised, which the translation would take for a graph it cannot write."""
+    """Every model the writer writes while active, checked as it is written (before the weights' pages are given
+    back); a failure is kept, not raised, which the translation would take for a graph it cannot write."""
 
     def __init__(self, monkeypatch):
         S = _reader()
         self.models = self.subgraphs = self.tensors = self.combined = 0
         self.failures: list[str] = []
-        pack, serialize, given = W.ModelWriter._pack, W.ModelWriter._serialize, {}
+        pack, layout, fill, given = W.ModelWriter._pack, W.ModelWriter._layout, W.Unwritten.fill, {}
 
         def keep_pack(writer, m, *args):
             given[id(writer)] = m
             return pack(writer, m, *args)
 
-        def checked_serialize(writer, *args, **kwargs):
+        def keep_layout(writer, *args, **kwargs):
             try:
-                model = serialize(writer, *args, **kwargs)
+                laid = layout(writer, *args, **kwargs)
             except Exception as e:  # the translation would run the graph on the NumPy engine, saying nothing
-                self.failures.append(f"serialize raised {type(e).__name__}: {e}")
+                self.failures.append(f"layout raised {type(e).__name__}: {e}")
                 raise
-            m = given.pop(id(writer))
+            given[id(laid.fb)] = (given.pop(id(writer)), list(writer.blobs), laid.fb)  # the same fb when combined
+            return laid
+
+        def checked_fill(laid):
+            model = fill(laid)
+            m, blobs, _ = given.pop(id(laid.fb))
             try:
-                self.tensors += _check_written(S, model, m, writer.blobs)
+                self.tensors += _check_written(S, model, m, blobs)
             except Exception as e:  # noqa: BLE001  (kept: see the class docstring)
                 self.failures.append(f"{len(m.subgraphs)} subgraphs: {type(e).__name__}: {e}")
             self.models, self.subgraphs = self.models + 1, self.subgraphs + len(m.subgraphs)
@@ -260,7 +265,8 @@ class Written:
             return model
 
         monkeypatch.setattr(W.ModelWriter, "_pack", keep_pack)
-        monkeypatch.setattr(W.ModelWriter, "_serialize", checked_serialize)
+        monkeypatch.setattr(W.ModelWriter, "_layout", keep_layout)
+        monkeypatch.setattr(W.Unwritten, "fill", checked_fill)
 
 
 _PROGRAMS = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.pte"))
@@ -300,7 +306,7 @@ def test_every_kernel_node_lowerings_model_reads_back_as_written(monkeypatch):
         graphs.append(graph)
         translate(graph)
     parts = [translate_part(g) for g in graphs[:6]]
-    combine(parts)
+    combine(parts).fill()
     assert written.failures == []
     assert (written.models, written.combined, written.subgraphs) == (len(graphs) + 1, 1, len(graphs) + 6)
 

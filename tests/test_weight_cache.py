@@ -20,19 +20,87 @@ needs_litert = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is 
 
 
 # -- keys ----------------------------------------------------------------------------------------------------------
-def test_the_key_covers_every_byte_the_versions_and_the_cpu(monkeypatch):
-    model = np.random.default_rng(0).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes()
-    k = K.key(model, "2.3.0")
-    assert len(k) == 64 and int(k, 16) >= 0
-    assert K.key(bytes(model), "2.3.0") == k  # the same bytes, another object
-    for at in (0, 1 << 20, len(model) - 1):  # in the flatbuffer's head, and among the weights after it
-        changed = bytearray(model)
+def test_a_digest_covers_every_byte_and_the_length():
+    data = np.random.default_rng(0).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes()
+    d = K.digest(data)
+    assert len(d) == 64 and int(d, 16) >= 0
+    assert K.digest(bytearray(data)) == d  # the same bytes, another object
+    for at in (0, 1 << 20, len(data) - 1):  # in the head, and past it
+        changed = bytearray(data)
         changed[at] ^= 1
-        assert K.key(bytes(changed), "2.3.0") != k, at
-    assert K.key(model[:-1], "2.3.0") != k
-    assert K.key(model, "2.4.0") != k
+        assert K.digest(bytes(changed)) != d, at
+    assert K.digest(data[:-1]) != d
+
+
+def _laid(blobs, fb=b"flatbuffer", at=64):
+    from pterun.delegates.xnnpack.litert_engine.writer import Unwritten
+
+    placed, pos = [], at
+    for b in blobs:
+        placed.append((pos, b, 0))
+        pos += -(-b.size // 64) * 64
+    return Unwritten(fb, at, tuple(placed), pos, ())
+
+
+def test_the_model_key_covers_the_flatbuffer_every_constant_the_versions_and_the_cpu(monkeypatch):
+    rng = np.random.default_rng(1)
+    blobs = [rng.integers(0, 255, n, dtype=np.uint8) for n in (100, 3000)]
+    k = K.model_key(_laid(blobs), "2.3.0")
+    assert len(k) == 64
+    assert K.model_key(_laid([b.copy() for b in blobs]), "2.3.0") == k  # the same bytes in other arrays
+    assert K.model_key(_laid(blobs, fb=b"flatbuffeR"), "2.3.0") != k
+    assert K.model_key(_laid(blobs, at=128), "2.3.0") != k  # constants placed elsewhere
+    for j in range(2):
+        changed = [b.copy() for b in blobs]
+        changed[j][-1] ^= 1
+        assert K.model_key(_laid(changed), "2.3.0") != k, j
+    assert K.model_key(_laid(blobs), "2.4.0") != k
     monkeypatch.setattr(K, "_cpu", "another CPU")
-    assert K.key(model, "2.3.0") != k
+    assert K.model_key(_laid(blobs), "2.3.0") != k
+
+
+def _mapped(path):
+    from pterun.sources import open_source
+
+    mm, _, _ = open_source(str(path))
+    return mm, np.frombuffer(mm, np.uint8)
+
+
+def test_constants_of_a_mapped_file_are_named_by_its_digest_noted_once_per_version(tmp_path, monkeypatch):
+    f = tmp_path / "prog.pte"
+    f.write_bytes(np.arange(4096, dtype=np.uint8).tobytes())
+    monkeypatch.setattr(K, "RACY_S", -1.0)  # the file was written just now: trust a note made after it anyway
+    c = K.Cache(str(tmp_path / "cache"), 1 << 30)
+    computed = []
+    monkeypatch.setattr(K, "digest", lambda data: computed.append(1) or "d" * 64)
+    mm, whole = _mapped(f)
+    k = K.model_key(_laid([whole[1000:2000]]), "2.3.0", c)
+    assert len(computed) == 1
+    assert K.model_key(_laid([whole[1000:2000]]), "2.3.0", c) == k and len(computed) == 1  # the note served
+    assert K.model_key(_laid([whole[1001:2001]]), "2.3.0", c) != k  # another offset of the file
+    assert K.model_key(_laid([whole[1000:2000].copy()]), "2.3.0", c) != k  # not from the file: its CRC
+    notes = [n for n in os.listdir(c.root) if n.endswith(".file")]
+    assert len(notes) == 1
+    mm2, whole2 = _mapped(f)  # the same version mapped again, in a later load
+    assert K.model_key(_laid([whole2[1000:2000]]), "2.3.0", c) == k and len(computed) == 1
+
+
+def test_a_changed_file_is_digested_again_and_a_note_made_just_after_a_change_is_not_trusted(tmp_path):
+    f = tmp_path / "prog.pte"
+    data = bytearray(np.arange(4096, dtype=np.uint8).tobytes())
+    f.write_bytes(bytes(data))
+    c = K.Cache(str(tmp_path / "cache"), 1 << 30)
+    k1 = K.model_key(_laid([_mapped(f)[1][100:200]]), "2.3.0", c)
+    data[150] ^= 1  # a weight changes in place: same size; the file was written within RACY_S of the note
+    with open(f, "r+b") as fh:
+        fh.write(bytes(data))
+    k2 = K.model_key(_laid([_mapped(f)[1][100:200]]), "2.3.0", c)
+    assert k2 != k1
+    # a note whose file changed within RACY_S before it was written is computed again, not read
+    note = next(os.path.join(c.root, n) for n in os.listdir(c.root) if n.endswith(".file"))
+    with open(note, "w") as fh:
+        fh.write("e" * 64 + f" {time.time():.3f}\n")
+    assert K.model_key(_laid([_mapped(f)[1][100:200]]), "2.3.0", c) == k2
 
 
 def test_the_cpu_identity_names_the_processor():
@@ -192,6 +260,54 @@ def test_loads_through_the_cache_give_the_interpreters_numbers_bit_for_bit(rel, 
     assert seen == [{"Interpreter"}, {"Compiled"}, {"Compiled"}]
     files = os.listdir(tmp_path / "xnnpack")
     assert any(f.endswith(".weights") for f in files) and not any(f.endswith((".partial", ".seen")) for f in files)
+    assert {f[:-len(".weights")] for f in files if f.endswith(".weights")} == \
+        {f[:-len(".tflite")] for f in files if f.endswith(".tflite")}  # each model kept beside its weights
+    # the third load read the model from its file: nothing of it was written in memory
+    m = Runtime(engine="litert", cache=tmp_path).load_program(FIXTURES / rel).load_method("forward")
+    models = [ex._interp for ex in _litert_plans(m)]
+    assert models and all(type(c).__name__ == "Compiled" and c.model is None for c in models)
+
+
+def _litert_plans(method) -> list:
+    r = method._runner
+    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()]
+            if getattr(ex, "engine", None) == "litert"]
+
+
+@needs_litert
+def test_a_damaged_model_file_is_written_again_and_a_changed_program_never_reads_another_version(tmp_path,
+                                                                                                 monkeypatch):
+    import shutil
+
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    monkeypatch.setattr(compiled, "CACHE_MIN_BYTES", 0)
+    monkeypatch.setattr(K, "NOTE_LOADS", 0)
+    prog = tmp_path / "prog.pte"
+    shutil.copy(FIXTURES / "xnn_mobilenet_v2.pte", prog)
+    call = load_calls_from(FIXTURES / "xnn_mobilenet_v2.npz")[0]
+
+    def run(cache):
+        m = Runtime(engine="litert", cache=cache).load_program(prog).load_method(call["method"])
+        return m.execute(call["inputs"])[0]
+
+    ref = run(False)
+    np.testing.assert_array_equal(run(tmp_path / "c"), ref)  # written
+    root = tmp_path / "c" / "xnnpack"
+    model, = [root / f for f in os.listdir(root) if f.endswith(".tflite")]
+    whole = model.read_bytes()
+    for damaged in (whole[:len(whole) // 2], b"x" * len(whole)):  # cut short; not a model at all
+        model.write_bytes(damaged)
+        np.testing.assert_array_equal(run(tmp_path / "c"), ref)  # not read: written again
+        assert model.read_bytes() == whole
+    data = bytearray(prog.read_bytes())
+    for at in range(len(data) // 2, len(data) // 2 + 4):  # a weight changes, in place: same file, same size
+        data[at] ^= 0x40
+    prog.write_bytes(bytes(data))
+    changed = run(False)
+    assert not np.array_equal(changed, ref)
+    for _ in range(2):  # noted as another model, then written: never the old version's files
+        np.testing.assert_array_equal(run(tmp_path / "c"), changed)
 
 
 @needs_litert
@@ -215,7 +331,7 @@ def test_a_graph_xnnpack_does_not_take_whole_is_remembered_and_runs_as_before(tm
         assert got_engines == engines
         for g, r in zip(got, ref):
             np.testing.assert_array_equal(g, r)
-    files = os.listdir(tmp_path / "xnnpack")
+    files = [f for f in os.listdir(tmp_path / "xnnpack") if not f.endswith(".file")]  # (the program's digest)
     assert files and all(f.endswith(".refused") for f in files)
 
 

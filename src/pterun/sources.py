@@ -17,6 +17,7 @@ import struct
 from typing import IO, Sequence, Union
 
 from pterun.errors import InvalidProgramError
+from pterun.format.mapped import remember
 from pterun.format.ptd import PtdFile, read_ptd
 
 __all__ = ["DataPath", "ProgramSource", "guard", "open_data_files", "open_source", "read_data_file"]
@@ -82,10 +83,11 @@ def open_source(data, what: str = "program file"):
         except FileNotFoundError:
             raise FileNotFoundError(f"no such {what}: {path!r}") from None
         with f:
-            size = os.fstat(f.fileno()).st_size
-            if size == 0:
+            st = os.fstat(f.fileno())
+            if st.st_size == 0:
                 raise InvalidProgramError(f"{path}: the file is empty")
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        remember(mm, path, st)  # which version of which file: the packed-weight cache's keys
         return mm, path, mm
     if isinstance(data, bytes):
         return data, "<bytes>", data

@@ -3,27 +3,33 @@
 When LiteRT prepares a model, XNNPACK packs every convolution's and fully-connected layer's weights into a layout
 of its own: the larger part of a load (ResNet18: ~53 of ~110 ms here; the 14 graphs of a 130M 8da4w Llama:
 ~135 ms). LiteRT's ``CompiledModel`` can write what it packed into a file and map that file back the next time,
-without packing (:mod:`.compiled`). The file's name is a key over everything packing depends on (:func:`key`):
-the translated model's bytes, weights included; LiteRT's version; the CPU (XNNPACK picks its microkernels, and
-with them the packed layout, by the CPU it runs on); and this module's :data:`FORMAT`. A file of that name holds
-what packing would produce again, so a changed weight, a new LiteRT or another machine sharing the directory
-never reads it.
+without packing (:mod:`.compiled`). Beside the packed weights the cache keeps the translated model itself
+(``.tflite``), which LiteRT then maps from the file: a cached load neither copies the weights into new model bytes
+nor reads them.
+
+The files' name is a key over everything the model and its packing depend on (:func:`model_key`): the model's
+flatbuffer (its graph, shapes, quantization, and where each constant lies); each constant's bytes; LiteRT's
+version; the CPU (XNNPACK picks its microkernels, and with them the packed layout, by the CPU it runs on); and this
+module's :data:`FORMAT`. A constant read from a program file pterun mapped stands in the key as the file's content
+digest and its offset there; the digest is computed once per version of the file and remembered in the cache
+(:meth:`Cache.file_digest`), so a cached load does not read the weights to name them. Any other constant stands as
+a CRC-32 of its bytes. A file of that name holds what translation and packing would produce again, so a changed
+weight, a new LiteRT or another machine sharing the directory never reads it.
 
 Writing costs: LiteRT's CompiledModel packs and writes in about twice the time the interpreter packs (a 130M
 8da4w Llama: 0.29 s against 0.14 s), so the first load of a model only leaves a small note that it was seen
-(:meth:`Cache.lookup`'s ``"first"``), and the second writes the weights: a program loaded once never pays for
-a cache it would not use. A file is written under a name of its own (:meth:`Cache.scratch`) and renamed once
-LiteRT has finished it, so no reader sees half a file, and two processes loading one program at once both
-succeed. A model LiteRT's XNNPACK
-delegate does not take whole leaves a small marker instead of weights (:meth:`Cache.refuse`): later loads go
-straight to the interpreter, which says what it left. When the directory holds more than its bound, the files
-used longest ago go (:meth:`Cache.trim`; a hit refreshes a file's time). An OSError (a read-only home, a full
-disk) leaves that load without the cache; nothing else changes.
+(:meth:`Cache.lookup`'s ``"first"``), and the second writes the weights and the model: a program loaded once never
+pays for a cache it would not use. A file is written under a name of its own (:meth:`Cache.scratch`) and renamed
+once complete, so no reader sees half a file, and two processes loading one program at once both succeed. A model
+LiteRT's XNNPACK delegate does not take whole leaves a small marker instead of weights (:meth:`Cache.refuse`):
+later loads go straight to the interpreter, which says what it left. When the directory holds more than its
+bound, the files used longest ago go (:meth:`Cache.trim`; a hit refreshes a file's time). An OSError (a read-only
+home, a full disk) leaves that load without the cache; nothing else changes.
 
 Example::
 
     >>> c = Cache("/tmp/pterun-cache-doc", 1 << 30)                     # doctest: +SKIP
-    >>> c.lookup(key(model_bytes))                                      # doctest: +SKIP
+    >>> c.lookup(model_key(laid_out_model, "2.3.0", c))                  # doctest: +SKIP
     ('first', None)
 """
 
@@ -35,14 +41,21 @@ import sys
 import time
 import zlib
 
-from pterun._log import logger
+import numpy as np
 
-__all__ = ["Cache", "FORMAT", "cpu_identity", "key"]
+from pterun._log import logger
+from pterun.delegates.xnnpack.litert_engine.memory import mapping_of
+from pterun.format.mapped import file_of
+
+__all__ = ["Cache", "FORMAT", "cpu_identity", "digest", "model_key"]
 
 #: The layout of this module's files and names; changing what a key covers changes it.
-FORMAT = 1
+FORMAT = 2
 _SUB = "xnnpack"
-_WEIGHTS, _REFUSED, _SEEN, _SCRATCH = ".weights", ".refused", ".seen", ".partial"
+_WEIGHTS, _MODEL, _REFUSED, _SEEN, _FILE, _SCRATCH = ".weights", ".tflite", ".refused", ".seen", ".file", ".partial"
+#: a file changed less than this many seconds before its digest was noted may have changed again within the
+#: same timestamp (file systems keep them coarsely): such a note is not trusted, and the digest is computed again
+RACY_S = 2.0
 #: loads of a model that only note it before one writes its packed weights (see the module docstring)
 NOTE_LOADS = 1
 #: a scratch file older than this (seconds) was left by a process that died while writing it
@@ -69,22 +82,48 @@ def cpu_identity() -> str:
     return _cpu
 
 
-#: the model's first bytes (its flatbuffer: the graph, shapes, quantization) go into the key whole
+#: a digest covers its data's first bytes whole
 _HEAD = 1 << 20
 
 
-def key(model, litert_version: str) -> str:
-    """The cache key of a model's bytes (see the module docstring): a SHA-256 hex digest over the versions, the
-    CPU, the model's length, its first :data:`_HEAD` bytes, and a CRC-32 of all of it. The CRC stands for the
-    weights: it catches any accidental change of them (all but one in 2**32) at ~6 GB/s, where SHA-256 over
-    them took 31 ms of ResNet18's load and the packing it saves ~50."""
+def digest(data) -> str:
+    """A SHA-256 hex digest over the length of ``data`` (bytes-like), its first :data:`_HEAD` bytes, and a CRC-32
+    of all of it. The CRC stands for the weights: it catches any accidental change of them (all but one in 2**32)
+    at 2-6 GB/s, where SHA-256 over them took 31 ms of ResNet18's load."""
     import hashlib  # here: only a load that uses the cache pays for its import (~3 ms)
 
-    view = memoryview(model).cast("B")
-    h = hashlib.sha256(f"pterun xnnpack weights {FORMAT}\n{litert_version}\n{cpu_identity()}\n{len(view)}\n"
-                       f"{zlib.crc32(view):08x}\n".encode())
+    view = memoryview(data).cast("B")
+    h = hashlib.sha256(f"{len(view)}\n{zlib.crc32(view):08x}\n".encode())
     h.update(view[:_HEAD])
     return h.hexdigest()
+
+
+def model_key(laid, litert_version: str, cache: Cache | None = None) -> str:
+    """The cache key of a model laid out (:class:`.writer.Unwritten`), without writing it: a SHA-256 hex digest
+    over the format, LiteRT's version, the CPU, the flatbuffer and each constant's place, size, XOR byte and
+    source. A constant that is a contiguous run of a program file pterun mapped is named by the file's digest
+    (:meth:`Cache.file_digest`, remembered under ``cache``) and its offset; any other by a CRC-32 of its bytes."""
+    import hashlib
+
+    h = hashlib.sha256(f"pterun xnnpack model {FORMAT}\n{litert_version}\n{cpu_identity()}\n{laid.size}\n"
+                       f"{laid.at}\n".encode())
+    h.update(laid.fb)
+    files: dict[int, str | None] = {}
+    for start, data, xor in laid.blobs:
+        h.update(f"{start} {data.size} {xor} {_source(data, cache, files)}\n".encode())
+    return h.hexdigest()
+
+
+def _source(data, cache: Cache | None, files: dict) -> str:
+    """What names the bytes of ``data`` (a uint8 array) in a key (see :func:`model_key`)."""
+    found = mapping_of(data) if data.flags.c_contiguous else None
+    if found is not None:
+        mm, offset = found
+        if id(mm) not in files:
+            files[id(mm)] = cache.file_digest(mm) if cache is not None else None
+        if files[id(mm)] is not None:
+            return f"file {files[id(mm)]} {offset}"
+    return f"crc {zlib.crc32(np.ascontiguousarray(data)):08x}"
 
 
 class Cache:
@@ -105,10 +144,11 @@ class Cache:
         if os.path.exists(self._path(k, _REFUSED)):
             return "refused", None
         if os.path.isfile(weights) and os.path.getsize(weights) > 0:
-            try:
-                os.utime(weights)  # used now: the last to go when the cache is trimmed
-            except OSError:
-                pass
+            for used in (weights, self._path(k, _MODEL)):
+                try:
+                    os.utime(used)  # used now: the last to go when the cache is trimmed
+                except OSError:
+                    pass
             return "hit", weights
         seen = self._path(k, _SEEN)
         try:
@@ -122,6 +162,70 @@ class Cache:
             logger().debug("packed-weight cache off for this load: %s", e)
             return "off", None
         return "first", None
+
+    def model_file(self, k: str, size: int) -> str | None:
+        """The translated model kept for key ``k``, None when there is none of ``size`` bytes (one cut short is
+        dropped: the caller writes it again)."""
+        path = self._path(k, _MODEL)
+        try:
+            if os.path.getsize(path) == size:
+                return path
+        except OSError:
+            return None
+        self.drop_model(k)
+        return None
+
+    def keep_model(self, k: str, model: bytes) -> str | None:
+        """Write ``model`` as key ``k``'s translated model (atomically); its path, None when it cannot be written."""
+        scratch = self.scratch(k)
+        final = self._path(k, _MODEL)
+        try:
+            with open(scratch, "wb") as f:
+                f.write(model)
+            os.replace(scratch, final)
+        except OSError as e:
+            logger().debug("packed-weight cache: model %s not kept: %s", k, e)
+            _remove(scratch, 0)
+            return None
+        return final
+
+    def drop_model(self, k: str) -> None:
+        """Forget key ``k``'s translated model (LiteRT could not read it)."""
+        _remove(self._path(k, _MODEL), 0)
+
+    def file_digest(self, mm) -> str | None:
+        """The :func:`digest` of the program file behind ``mm`` (a mapping :func:`pterun.sources.open_source`
+        made; None for any other), computed once per version of the file: the note ``<name>.file`` remembers it
+        under a name made of the file's path, device, inode, size and times of change. A note written within
+        :data:`RACY_S` of the file's last change is not trusted (the file may have changed again within the same
+        timestamp); a note that cannot be read or written only costs the computation."""
+        found = file_of(mm)
+        if found is None:
+            return None
+        path, st = found
+        import hashlib
+
+        ident = "\0".join(map(str, (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
+                                     st.st_ctime_ns)))
+        note = self._path(hashlib.sha256(ident.encode()).hexdigest(), _FILE)
+        changed = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
+        try:
+            with open(note, encoding="utf-8") as f:
+                value, noted = f.read().split()
+            if float(noted) - changed >= RACY_S and len(value) == 64:
+                return value
+        except (OSError, ValueError):
+            pass
+        value = digest(mm)
+        try:
+            os.makedirs(self.root, exist_ok=True)
+            scratch = self.scratch("file")
+            with open(scratch, "w", encoding="utf-8") as f:
+                f.write(f"{value} {time.time():.3f}\n")
+            os.replace(scratch, note)
+        except OSError as e:
+            logger().debug("packed-weight cache: no note of %s's digest: %s", path, e)
+        return value
 
     def scratch(self, k: str) -> str:
         """A file name of this process's own to write ``k``'s weights under before :meth:`commit`."""
@@ -148,6 +252,7 @@ class Cache:
         try:
             if scratch is not None and os.path.exists(scratch):
                 os.remove(scratch)
+            self.drop_model(k)
             with open(self._path(k, _REFUSED), "w", encoding="utf-8") as f:
                 f.write("LiteRT's XNNPACK delegate did not take this model whole: the interpreter runs it\n")
         except OSError as e:
@@ -171,7 +276,7 @@ class Cache:
                 if now - st.st_mtime > _STALE:
                     removed += _remove(path, st.st_size)
                 continue
-            if name.endswith((_WEIGHTS, _REFUSED, _SEEN)):
+            if name.endswith((_WEIGHTS, _MODEL, _REFUSED, _SEEN, _FILE)):
                 files.append((st.st_mtime, path, st.st_size))
                 total += st.st_size
         for _, path, size in sorted(files):

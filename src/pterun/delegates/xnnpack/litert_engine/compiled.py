@@ -2,7 +2,7 @@
 
 LiteRT's ``Interpreter`` cannot be given a weight cache; its ``CompiledModel`` can (``CpuOptions(
 xnnpack_weight_cache_path=...)``), and runs the same XNNPACK delegate: its outputs are the interpreter's, bit for
-bit. :func:`open_compiled` creates one over a model's bytes with the cache's file for them (:mod:`.cache`): on a
+bit. :func:`open_compiled` creates one over a model laid out with the cache's files for it (:mod:`.cache`): on a
 hit, XNNPACK maps the packed weights back instead of packing (ResNet18: ~3 ms against ~53 ms). It only takes a
 model XNNPACK runs whole (``is_fully_accelerated``, the one check the API offers); for any other the interpreter
 decides, as without a cache, and lists what was left to builtin kernels.
@@ -18,7 +18,7 @@ captured (:func:`.env.capture_native_stderr`); what that environment logs when t
 
 Example::
 
-    >>> compiled = open_compiled(model_bytes, 2, "/home/me/.cache/pterun")   # doctest: +SKIP
+    >>> compiled = open_compiled(laid_out_model, 2, "/home/me/.cache/pterun")   # doctest: +SKIP
     >>> sub = compiled.subgraph(0); sub.set(t, x); sub.invoke()              # doctest: +SKIP
 """
 
@@ -32,7 +32,7 @@ import numpy as np
 
 from pterun._log import logger
 from pterun.config import cache_max_bytes
-from pterun.delegates.xnnpack.litert_engine.cache import Cache, key
+from pterun.delegates.xnnpack.litert_engine.cache import Cache, model_key
 from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
 __all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "open_compiled", "open_prepared"]
@@ -55,16 +55,16 @@ def _litert_api():
                 from ai_edge_litert.hardware_accelerator import HardwareAccelerator
                 from ai_edge_litert.options import Options
                 from ai_edge_litert.tensor_buffer import TensorBuffer
-                import tempfile  # here: only a load that uses the cache pays for it (~4 ms: shutil, random, ...)
 
-                nowhere = tempfile.mkdtemp(prefix="pterun-litert-")  # no accelerator or plugin library to load
+                # a folder with no accelerator or plugin library to load: this package's own (Python files only;
+                # an empty temporary one cost 4 ms of imports)
+                nowhere = os.path.dirname(os.path.abspath(__file__))
                 with capture_native_stderr():
                     env = Environment.create(options=EnvironmentOptions(
                         runtime_path=nowhere, compiler_plugin_path=nowhere, dispatch_library_path=nowhere))
                     # the first write into any tensor buffer makes LiteRT's own environment, which logs: now
                     probe = np.zeros(16, np.float32)
                     TensorBuffer.create_from_host_memory(probe).write(probe)
-                os.rmdir(nowhere)
                 ctypes.pythonapi.Py_IncRef(ctypes.py_object(env))  # never torn down (see the module docstring)
                 _api = (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env,
                         getattr(ai_edge_litert, "__version__", "?"))
@@ -72,6 +72,12 @@ def _litert_api():
                 logger().debug("LiteRT's CompiledModel is not usable, no packed-weight cache: %s", e)
                 _api = False
         return _api or None
+
+
+def _litert_version() -> str:
+    import ai_edge_litert  # imported already: the interpreter's module is in it
+
+    return getattr(ai_edge_litert, "__version__", "?")
 
 
 #: A model whose packed weights (the bytes of ``packed`` ranges) are fewer than this does not use the cache: its
@@ -85,28 +91,41 @@ def _packed_bytes(packed) -> int:
     return sum(int(size) for _, size in packed)
 
 
-def open_compiled(model, num_threads: int, cache_dir: str, packed=()):
-    """A :class:`Compiled` over ``model`` with its packed weights in the cache under ``cache_dir``, or None: the
-    cache is off (``""``), the model's ``packed`` ranges ((offset, size): what only weight packing reads) hold
-    fewer than :data:`CACHE_MIN_BYTES`, this LiteRT has no CompiledModel, the model is loaded for the first time
-    (:meth:`.cache.Cache.lookup`), the directory cannot be written, or XNNPACK does not take the model whole (the
-    interpreter then runs it, and the cache remembers not to try again)."""
-    if not cache_dir or _packed_bytes(packed) < CACHE_MIN_BYTES:
+def open_compiled(laid, num_threads: int, cache_dir: str):
+    """A :class:`Compiled` over the model ``laid`` out (:class:`.writer.Unwritten`) with its packed weights in the
+    cache under ``cache_dir``, or None: the cache is off (``""``), the model's packed ranges (what only weight
+    packing reads) hold fewer than :data:`CACHE_MIN_BYTES`, this LiteRT has no CompiledModel, the model is loaded
+    for the first time (:meth:`.cache.Cache.lookup`), the directory cannot be written, or XNNPACK does not take
+    the model whole (the interpreter then runs it, and the cache remembers not to try again). On a hit LiteRT
+    reads the model from the file the cache kept (the model is not written in memory: ``Compiled.model`` is
+    None); otherwise the model is written, and kept in the cache beside its packed weights."""
+    if not cache_dir or _packed_bytes(laid.packed) < CACHE_MIN_BYTES:
         return None
+    cache = Cache(cache_dir, cache_max_bytes())
+    k = model_key(laid, _litert_version(), cache)
+    state, path = cache.lookup(k)
+    if state not in ("hit", "miss"):
+        return None  # before the CompiledModel API is imported: a first load pays nothing for it
     api = _litert_api()
     if api is None:
         return None
-    CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, version = api
-    cache = Cache(cache_dir, cache_max_bytes())
-    k = key(model, version)
-    state, path = cache.lookup(k)
-    if state not in ("hit", "miss"):
-        return None
+    CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api
     options = Options(hardware_accelerators=HardwareAccelerator.CPU,
                       cpu_options=CpuOptions(num_threads=max(int(num_threads), 1), xnnpack_weight_cache_path=path))
+    model, model_file = None, cache.model_file(k, laid.size) if state == "hit" else None
     try:
         with capture_native_stderr():
-            cm = CompiledModel.from_buffer(model, environment=env, options=options)
+            cm = None
+            if model_file is not None:
+                try:
+                    cm = CompiledModel.from_file(model_file, environment=env, options=options)
+                except Exception as e:  # noqa: BLE001  (a damaged file: the model is written again)
+                    logger().debug("LiteRT could not read the cached model %s (%s); written again", model_file, e)
+                    cache.drop_model(k)
+                    model_file = None
+            if cm is None:
+                model = laid.fill()
+                cm = CompiledModel.from_buffer(model, environment=env, options=options)
             whole = cm.is_fully_accelerated()
     except Exception as e:  # noqa: BLE001  (LiteRT refused it: the interpreter says why)
         logger().debug("LiteRT's CompiledModel refused the model (%s: %s); the interpreter runs it",
@@ -120,18 +139,21 @@ def open_compiled(model, num_threads: int, cache_dir: str, packed=()):
         return None
     if state == "miss":
         path = cache.commit(path, k)
-    logger().debug("LiteRT engine: packed weights %s %s", "read from" if state == "hit" else "written to",
-                   path or "nowhere (the cache could not be written)")
+    if model is not None and path is not None:
+        cache.keep_model(k, model)
+    logger().debug("LiteRT engine: packed weights %s %s; the model %s", "read from" if state == "hit" else
+                   "written to", path or "nowhere (the cache could not be written)",
+                   "read from the cache" if model is None else "written in memory")
     return Compiled(cm, TensorBuffer, model)
 
 
-def open_prepared(model, packed, num_threads: int, cache_dir: str, resizes: list):
-    """A :class:`Compiled` over ``model`` (``packed``: its ranges only weight packing reads) whose
-    subgraph ``k`` is resized as ``resizes[k]`` says, or None (no cache, a small model, the first load, or LiteRT's
-    CompiledModel does not take it: the interpreter decides)."""
+def open_prepared(laid, num_threads: int, cache_dir: str, resizes: list):
+    """A :class:`Compiled` over the model ``laid`` out (:class:`.writer.Unwritten`) whose subgraph ``k`` is
+    resized as ``resizes[k]`` says, or None (no cache, a small model, the first load, or LiteRT's CompiledModel
+    does not take it: the interpreter decides)."""
     if not cache_dir:
         return None
-    compiled = open_compiled(model, num_threads, cache_dir, packed)
+    compiled = open_compiled(laid, num_threads, cache_dir)
     if compiled is None:
         return None
     try:
@@ -149,7 +171,8 @@ def open_prepared(model, packed, num_threads: int, cache_dir: str, resizes: list
 
 
 class Compiled:
-    """A CompiledModel and the model bytes it reads its other constants from (kept alive with it)."""
+    """A CompiledModel and the model bytes it reads its other constants from (kept alive with it; None where
+    LiteRT maps the model from the cache's file)."""
 
     def __init__(self, cm, tensor_buffer, model):
         self.cm, self.TensorBuffer, self.model = cm, tensor_buffer, model

@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-__all__ = ["new_bytes", "release_packed", "release_sources"]
+__all__ = ["mapping_of", "new_bytes", "release_packed", "release_sources"]
 
 _PAGE = mmap.PAGESIZE
 _libc = None
@@ -117,6 +117,15 @@ def _mapping(a: np.ndarray):
     if isinstance(b, mmap.mmap) and len(b) and memoryview(b).readonly:
         return b
     return None
+
+
+def mapping_of(a: np.ndarray) -> tuple | None:
+    """(the read-only ``mmap`` whose memory ``a`` views, ``a``'s byte offset in it), or None."""
+    mm = _mapping(a)
+    if mm is None or not a.size:
+        return None
+    offset = a.ctypes.data - np.frombuffer(mm, np.uint8, count=1).ctypes.data
+    return (mm, offset) if 0 <= offset and offset + a.nbytes <= len(mm) else None
 
 
 def release_sources(arrays) -> int:

@@ -372,15 +372,18 @@ def _build_group(plans: list) -> None:
     _, Interpreter = modules()
     parts = [p._pending[0] for p in plans]
     try:
-        model, packed = combine(parts)
-        from_file = release_sources([a for part in parts for a in part.sources])
-        compiled = open_prepared(model, packed, plans[0].num_threads, plans[0]._cache_dir,
-                                 [p._pending[1] for p in plans])
+        laid = combine(parts)
+        packed = laid.packed
+        compiled = open_prepared(laid, plans[0].num_threads, plans[0]._cache_dir, [p._pending[1] for p in plans])
         if compiled is not None:
             _INTERPRETERS.add(compiled.cm)
-            _share(plans, compiled, model)
-            release_packed(model, packed)
+            _share(plans, compiled, compiled.model)
+            release_sources(laid.sources)
+            if compiled.model is not None:
+                release_packed(compiled.model, packed)
             return
+        model = laid.fill()
+        from_file = release_sources(laid.sources)  # copied into the model's bytes: the file's pages can go now
         with capture_native_stderr():
             interp = Interpreter(model_content=model, num_threads=max(int(plans[0].num_threads), 1))
             _INTERPRETERS.add(interp)

@@ -15,7 +15,7 @@ from pterun.delegates.xnnpack.litert_engine.adapter import ops_details
 from pterun.delegates.xnnpack.litert_engine.compiled import open_prepared
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr, modules
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
-from pterun.delegates.xnnpack.litert_engine.translate import Translation, translate
+from pterun.delegates.xnnpack.litert_engine.translate import Translation, translate_laid
 
 __all__ = ["declared_at", "interpreter_for", "load_shapes", "not_delegated", "prepared_shapes"]
 
@@ -50,16 +50,19 @@ def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir:
     _, Interpreter = modules()
     declared, small, shrunk = load_shapes(graph, load_dims)
     for attempt in (True, False) if shrunk else (False,):
-        tr = translate(declared_at(graph, shrunk, small) if attempt else graph)
+        tr, laid = translate_laid(declared_at(graph, shrunk, small) if attempt else graph)
         if attempt and tr.fixed_shape:
             continue
-        from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
         resize, shapes = prepared_shapes(graph, tr.inputs, declared, small if attempt else {})
-        compiled = open_prepared(tr.model, tr.packed, num_threads, cache_dir, [resize])
+        compiled = open_prepared(laid, num_threads, cache_dir, [resize])
         if compiled is not None:
             keep(compiled.cm)
-            release_packed(tr.model, tr.packed)
-            return compiled, tr, shapes
+            release_sources(tr.sources)
+            if compiled.model is not None:
+                release_packed(compiled.model, tr.packed)
+            return compiled, tr._replace(model=compiled.model), shapes
+        tr = tr._replace(model=laid.fill())
+        from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
         try:
             with capture_native_stderr():
                 interp = Interpreter(model_content=tr.model, num_threads=max(int(num_threads), 1))

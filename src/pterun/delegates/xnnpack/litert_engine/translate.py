@@ -18,10 +18,10 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
 from pterun.delegates.xnnpack.litert_engine.lower import KernelRules
 from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
-from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter
+from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter, Unwritten
 from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
 
-__all__ = ["Part", "Translation", "combine", "translate", "translate_part"]
+__all__ = ["Part", "Translation", "combine", "translate", "translate_laid", "translate_part"]
 
 F32 = np.float32
 _TYPES = {G.BOOL: "BOOL", G.INT64: "INT64", G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8",
@@ -238,12 +238,13 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
         if missing:
             raise Unsupported(f"outputs {missing} are never produced")
 
-    def run(self) -> Translation:
+    def run(self) -> tuple[Translation, Unwritten]:
+        """The translation, its model laid out but not written (``model`` None: :meth:`.writer.Unwritten.fill`)."""
         ins, outs = self.build()
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
-        model = self.serialize(ins, outs)
-        return Translation(model, ins, outs, self.fixed_shape, consts, tuple(self.packed_ranges()),
-                           tuple(data for _, data, _ in self.blobs), frozenset(self.kernel_tensors))
+        laid = self.layout(ins, outs)
+        return Translation(None, ins, outs, self.fixed_shape, consts, laid.packed, laid.sources,
+                           frozenset(self.kernel_tensors)), laid
 
     def build(self) -> tuple[list, list]:
         """Translate every node; (input tensors, output tensors) of the graph. Nothing is serialized yet."""
@@ -276,14 +277,15 @@ class _Translator(NodeRules, KernelRules, ModelWriter):
 
 
 class Translation(NamedTuple):
-    """A graph as a TFLite model: its bytes, the tensor index of each external input and output (in external-id
+    """A graph as a TFLite model: its bytes (None where a cached file of them is what LiteRT read, or before they
+    are written: :func:`translate_laid`), the tensor index of each external input and output (in external-id
     order), whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME), the tensors
     with constant data, the byte ranges of the model only XNNPACK's weight packing reads, the arrays the
     constants were copied from, and the tensors of operators LiteRT's builtin kernels may run (``builtin``: the
     lowerings of portable operators, :mod:`.lower`, on float32 and bool values, where builtin and XNNPACK kernels
     agree within the float tolerance; every other operator must run on XNNPACK)."""
 
-    model: bytes
+    model: bytes | None
     inputs: list
     outputs: list
     fixed_shape: bool
@@ -347,8 +349,8 @@ def translate_part(graph: G.Graph) -> Part:
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
-def combine(parts: list) -> tuple[bytes, list]:
-    """One TFLite model holding ``parts`` as subgraphs 0, 1, ...: (bytes, ranges only weight packing reads)."""
+def combine(parts: list) -> Unwritten:
+    """One TFLite model holding ``parts`` as subgraphs 0, 1, ..., laid out (:meth:`.writer.Unwritten.fill`)."""
     modules()
     try:
         return _combine([(p.writer, p.inputs, p.outputs) for p in parts])
@@ -362,6 +364,13 @@ def translate(graph: G.Graph) -> Translation:
     Raises :class:`Unsupported` for a graph this translation does not cover, :class:`Unavailable` when LiteRT or
     the ``flatbuffers`` package is missing.
     """
+    tr, laid = translate_laid(graph)
+    return tr._replace(model=laid.fill())
+
+
+def translate_laid(graph: G.Graph) -> tuple[Translation, Unwritten]:
+    """:func:`translate` with the model laid out but not written: ``model`` is None until the caller fills it
+    (the packed-weight cache may load a file it wrote instead, :func:`.compiled.open_prepared`)."""
     modules()
     try:
         return _Translator(graph).run()

@@ -9,16 +9,62 @@ model's bytes.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from pterun.delegates.xnnpack.litert_engine import tflite as TFL
 from pterun.delegates.xnnpack.litert_engine.memory import new_bytes
 
-__all__ = ["ModelWriter", "combine"]
+__all__ = ["ModelWriter", "Unwritten", "combine"]
 
 
 #: operators whose first version LiteRT registers is above 1
 _VERSIONS = {"BROADCAST_TO": 2}
+
+
+class Unwritten(NamedTuple):
+    """A model laid out but not yet written: its flatbuffer (``fb``, every buffer's offset and size set), where
+    constant data starts (``at``), each constant's (offset, source array, XOR byte), the model's size, and the
+    (offset, size) ranges only XNNPACK's weight packing reads. :meth:`fill` writes the bytes; the packed-weight
+    cache can name the model without them (:func:`.cache.model_key`) and load a file it wrote before."""
+
+    fb: bytes
+    at: int
+    blobs: tuple
+    size: int
+    packed: tuple
+
+    @property
+    def sources(self) -> tuple:
+        """The arrays the constants come from."""
+        return tuple(data for _, data, _ in self.blobs)
+
+    def fill(self) -> bytes:
+        """The model's bytes: one copy of the constants, straight from their sources."""
+        fb, at = self.fb, self.at
+        made = new_bytes(self.size)
+        if made is None:  # no C API: the same bytes, assembled by join
+            parts, end = [fb, bytes(at - len(fb))], at
+            for start, data, xor in self.blobs:
+                parts.append(bytes(start - end))
+                parts.append(memoryview(np.bitwise_xor(data, np.uint8(xor)) if xor else np.ascontiguousarray(data)))
+                end = start + data.size
+            parts.append(bytes(self.size - end))
+            return b"".join(parts)
+        model, out = made  # every byte written
+        out[:len(fb)] = np.frombuffer(fb, np.uint8)
+        end = len(fb)
+        for start, data, xor in self.blobs:
+            out[end:start] = 0
+            dst = out[start:start + data.size]
+            if xor:
+                np.bitwise_xor(data, np.uint8(xor), out=dst)
+            else:
+                dst[...] = data
+            end = start + data.size
+        out[end:] = 0
+        return model
 
 
 class ModelWriter:
@@ -85,17 +131,20 @@ class ModelWriter:
                 (packed if i in slots else other).add(t)
         return sorted({self.tensors[t].buffer for t in packed - other if t >= 0} - {0})
 
-    def packed_ranges(self) -> list[tuple[int, int]]:
-        """(offset, size) in the model's bytes of :meth:`packed_buffers`. Call after serialize."""
-        return [(self.buffers[b].offset, self.buffers[b].size) for b in self.packed_buffers()]
-
     def subgraph(self, ins: list[int], outs: list[int], name: str = "main") -> TFL.SubGraph:
         return TFL.SubGraph(self.tensors, self.operators, np.asarray(ins, np.int32), np.asarray(outs, np.int32), name)
 
     def serialize(self, ins: list[int], outs: list[int]) -> bytes:
-        return self._serialize([self.subgraph(ins, outs)])
+        return self.layout(ins, outs).fill()
+
+    def layout(self, ins: list[int], outs: list[int]) -> Unwritten:
+        """The model of one subgraph laid out but not yet written (see :class:`Unwritten`)."""
+        return self._layout([self.subgraph(ins, outs)])
 
     def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
+        return self._layout(subgraphs, signatures).fill()
+
+    def _layout(self, subgraphs: list, signatures: list | None = None) -> Unwritten:
         m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate")
         # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
         # on the flatbuffer's size, so it is packed once (twice only if the bound was too small)
@@ -109,29 +158,9 @@ class ModelWriter:
             if len(fb) <= at:
                 break
             at = _align(len(fb) + 4096)
-        made = new_bytes(_align(pos))
-        if made is None:  # no C API: the same bytes, assembled by join
-            parts, end = [fb, bytes(at - len(fb))], at
-            for _, data, xor in self.blobs:
-                parts.append(memoryview(np.bitwise_xor(data, np.uint8(xor)) if xor else np.ascontiguousarray(data)))
-                end += data.size
-                parts.append(bytes(_align(end) - end))
-                end = _align(end)
-            return b"".join(parts)
-        model, out = made  # one copy of the constants, straight into the model's bytes; every byte written
-        out[:len(fb)] = np.frombuffer(fb, np.uint8)
-        end = len(fb)
-        for b, data, xor in self.blobs:
-            start = self.buffers[b].offset
-            out[end:start] = 0
-            dst = out[start:start + data.size]
-            if xor:
-                np.bitwise_xor(data, np.uint8(xor), out=dst)
-            else:
-                dst[...] = data
-            end = start + data.size
-        out[end:] = 0
-        return model
+        blobs = tuple((self.buffers[b].offset, data, xor) for b, data, xor in self.blobs)
+        packed = tuple((self.buffers[b].offset, self.buffers[b].size) for b in self.packed_buffers())
+        return Unwritten(bytes(fb), at, blobs, _align(pos), packed)
 
     def size_bound(self) -> int:
         """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
@@ -158,11 +187,11 @@ def _align(n: int, to: int = 64) -> int:
 
 
 
-def combine(members: list) -> tuple[bytes, list[tuple[int, int]]]:
+def combine(members: list) -> Unwritten:
     """One model holding each member as a subgraph with a signature of its own (``"g<k>"``), so one LiteRT
     interpreter, and one XNNPACK thread pool, runs them all. ``members`` are ``(writer, inputs, outputs)``; each
     writer's tensors, operators and buffers are renumbered into the combined model (the writers are changed).
-    Returns the model's bytes and the (offset, size) ranges only XNNPACK's weight packing reads."""
+    Returns the model laid out, its :attr:`Unwritten.packed` ranges those of every member."""
     out = ModelWriter()
     subgraphs, signatures, packed = [], [], []
     for k, (w, ins, outs) in enumerate(members):
@@ -187,8 +216,8 @@ def combine(members: list) -> tuple[bytes, list[tuple[int, int]]]:
         subgraphs.append(w.subgraph(ins, outs, f"g{k}"))
         signatures.append(TFL.SignatureDef(f"g{k}", k, _tensor_maps("i", ins), _tensor_maps("o", outs)))
     out.extra_subgraphs = len(members)
-    model = out._serialize(subgraphs, signatures)
-    return model, [(out.buffers[b].offset, out.buffers[b].size) for b in sorted(set(packed))]
+    laid = out._layout(subgraphs, signatures)
+    return laid._replace(packed=tuple((out.buffers[b].offset, out.buffers[b].size) for b in sorted(set(packed))))
 
 
 def _tensor_maps(prefix: str, tensors: list) -> list[TFL.TensorMap]:
