@@ -259,6 +259,27 @@ def test_llm_bench_refuses_the_peer(capsys):
             in capsys.readouterr().err)
 
 
+def test_llm_bench_gives_the_cached_configuration_its_cache_and_other_configurations_none(monkeypatch, tmp_path):
+    import subprocess
+
+    import llm_bench
+    seen = []
+
+    def fake_run(cmd, capture_output, text, timeout, env):
+        seen.append((cmd, env))
+        return subprocess.CompletedProcess(cmd, 1, "", "stopped here")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.delenv("PTERUN_CACHE_DIR", raising=False)
+    spec = (tmp_path / "m.pte", tmp_path / "tok.json", 1, 64)
+    for name in ("cached", "defaults"):
+        r = llm_bench.run_one("python", bench.parse_config(name), "m", spec, False, str(tmp_path / "c"), max_new=2)
+        assert r == {"runtime": name, "error": "stopped here"}
+    (cmd_c, env_c), (cmd_d, env_d) = seen
+    assert env_c["PTERUN_CACHE_DIR"] == str(tmp_path / "c") and "PTERUN_CACHE_DIR" not in env_d
+    assert cmd_c[cmd_c.index("--max-new") + 1] == "2"
+
+
 def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
     import run_one
     ml_dtypes = pytest.importorskip("ml_dtypes")
