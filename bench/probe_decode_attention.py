@@ -4,7 +4,7 @@ a decode step live inside a LiteRT program, and what does each way cost against 
 A stack of ``--layers`` decode attentions with the 130M Llama's shapes (12 query heads, 4 KV heads, head dim 64,
 ``--max-seq`` positions), each layer's output the next one's query, optionally followed by a ``--linear`` (the
 768x768 output projection, an XNNPACK node). Per step every layer writes one new key and value row at ``pos`` and
-attends over positions 0..pos, as ``llama::update_cache`` + ``llama::custom_sdpa`` do. Three ways:
+attends over positions 0..pos, as ``llama::update_cache`` + ``llama::custom_sdpa`` do. Four ways:
 
 * ``numpy``: pterun's kernels (``update_cache_out``, ``custom_sdpa_out``) over NumPy caches: the reference.
 * ``variable``: LiteRT's ``Interpreter``; each cache is a TFLite variable tensor that DYNAMIC_UPDATE_SLICE writes in
@@ -13,10 +13,16 @@ attends over positions 0..pos, as ``llama::update_cache`` + ``llama::custom_sdpa
 * ``bound``: LiteRT's ``CompiledModel``; each cache is a caller's array bound as host memory to both the input and
   the output of DYNAMIC_UPDATE_SLICE (in place, no copy), and attention reads a fixed ``--bucket`` of positions
   with a mask (static shapes: XNNPACK may take it).
+* ``prefix``: as ``bound``, but what is bound is the first L positions of each cache (a prefix of its memory: the
+  layout is ``[1, S, Hkv, D]``), and the graph attends over all L of them with a mask. L starts at ``--grow`` and
+  grows by it when a position reaches it: the inputs are resized (LiteRT prepares XNNPACK again for the new
+  shapes) and the longer prefixes bound. Attention then reads about as many rows as are in use, in one model,
+  where ``bound`` needs a model per bucket.
 
 For each it prints the largest difference from ``numpy`` (relative to the output's scale), whether the caches
-equal NumPy's, how many XNNPACK partitions LiteRT's interpreter makes of the graph, and microseconds per layer at
-some positions (best of 5 x 200 steps, one thread).
+equal NumPy's, how many XNNPACK partitions LiteRT's interpreter makes of the graph (for ``prefix``, at its
+longest prefix too), what each of ``prefix``'s resizes cost, and microseconds per layer at some positions (best
+of 5 x 200 steps, one thread).
 
     .venv/bin/python bench/probe_decode_attention.py --layers 12 --bucket 128 --linear
 """
@@ -38,8 +44,9 @@ HQ, HKV, D = 12, 4, 64
 R, E = HQ // HKV, HQ * D
 
 
-def attention_graph(w: ModelWriter, layers: int, S: int, bucket: int | None, weights):
-    """The graph; returns (inputs, outputs, cache tensors). ``bucket`` None: variable caches and run-time slices."""
+def attention_graph(w: ModelWriter, layers: int, S: int, bucket: int | None, weights, prefix: bool = False):
+    """The graph; returns (inputs, outputs, cache tensors). ``bucket`` None: variable caches and run-time slices.
+    ``prefix``: the caches given are the first ``bucket`` positions, resizable (every reshape says -1 for them)."""
     T = w.S.TensorType
     n_row = HKV * D
     q = w.add_tensor([E], T.FLOAT32, name="q")
@@ -62,8 +69,10 @@ def attention_graph(w: ModelWriter, layers: int, S: int, bucket: int | None, wei
         mask1 = w.add_tensor([bucket], T.FLOAT32, name="mask")
         ins.append(mask1)
         mask = w.add_tensor([1, 1, 1, bucket], T.FLOAT32)
-        w.op("RESHAPE", [mask1, w.i32([1, 1, 1, bucket])], [mask])
+        w.op("RESHAPE", [mask1, w.i32([1, 1, 1, -1 if prefix else bucket])], [mask])
         size, span, sig = w.i32([1, bucket, HKV, D]), bucket, None
+        if prefix:
+            S = bucket
     scale = w.const(np.array([1 / math.sqrt(D)], np.float32), "FLOAT32")
     x = q
     for layer in range(layers):
@@ -82,9 +91,12 @@ def attention_graph(w: ModelWriter, layers: int, S: int, bucket: int | None, wei
                 outs.append(after)
                 caches.append(c)
                 c4 = w.add_tensor([1, S, HKV, D], T.FLOAT32)
-                w.op("RESHAPE", [after, w.i32([1, S, HKV, D])], [c4])
-            part = w.add_tensor([1, span, HKV, D], T.FLOAT32, signature=sig and [1, -1, HKV, D])
-            w.op("SLICE", [c4, w.i32([0, 0, 0, 0]), size], [part])
+                w.op("RESHAPE", [after, w.i32([1, -1 if prefix else S, HKV, D])], [c4])
+            if prefix:  # the whole prefix is read
+                part = c4
+            else:
+                part = w.add_tensor([1, span, HKV, D], T.FLOAT32, signature=sig and [1, -1, HKV, D])
+                w.op("SLICE", [c4, w.i32([0, 0, 0, 0]), size], [part])
             heads = w.add_tensor([1, HKV, span, D], T.FLOAT32, signature=sig and [1, HKV, -1, D])
             w.op("TRANSPOSE", [part, w.i32([0, 2, 1, 3])], [heads])
             rows.append(heads)
@@ -121,11 +133,14 @@ def _aligned(n: int, dtype=np.float32) -> np.ndarray:
     return raw[off:off + size].view(dtype)
 
 
-def xnnpack_partitions(data: bytes) -> int:
-    """How many XNNPACK partitions LiteRT's interpreter, with its default delegate, makes of the model."""
+def xnnpack_partitions(data: bytes, resize: dict | None = None) -> int:
+    """How many XNNPACK partitions LiteRT's interpreter, with its default delegate, makes of the model (its inputs
+    first resized as ``resize`` says: input position -> dims)."""
     from ai_edge_litert.interpreter import Interpreter
 
     it = Interpreter(model_content=data, num_threads=1)
+    for j, dims in (resize or {}).items():
+        it.resize_tensor_input(it.get_input_details()[j]["index"], dims)
     it.allocate_tensors()
     return [d["op_name"] for d in ops_details(it)].count("DELEGATE")
 
@@ -195,6 +210,50 @@ def bound_way(layers, S, bucket, weights):
     return step, lambda layer: mem[2 * layer].reshape(1, S, HKV, D), partitions
 
 
+def prefix_way(layers, S, grow, weights):
+    from ai_edge_litert.compiled_model import CompiledModel
+    from ai_edge_litert.tensor_buffer import TensorBuffer
+
+    w = ModelWriter()
+    ins, outs, caches = attention_graph(w, layers, S, grow, weights, prefix=True)
+    maps = [[TFL.TensorMap(w.tensors[t].name, t) for t in ts] for ts in (ins, outs)]
+    data = bytes(w._serialize([w.subgraph(ins, outs)], [TFL.SignatureDef("main", 0, *maps)]))
+    cm = CompiledModel.from_buffer(data)
+    q, k, v, x = _aligned(E), _aligned(HKV * D), _aligned(HKV * D), _aligned(E)
+    at, mask = _aligned(1, np.int32), _aligned(S)
+    mem = [_aligned(S * HKV * D) for _ in range(2 * layers)]
+    buf = TensorBuffer.create_from_host_memory
+    where = np.arange(S)
+    state = {"L": 0, "resizes": [], "partitions": None}
+
+    def bind(n: int) -> None:
+        """Resize the mask and the caches to ``n`` positions and bind the prefixes of their memory."""
+        t = time.perf_counter()
+        row = HKV * D
+        if state["L"]:
+            cm.resize_input_tensor(4, [n], 0, strict=False)
+            for j in range(2 * layers):
+                cm.resize_input_tensor(5 + j, [n * row], 0, strict=False)
+        prefixes = [a[:n * row] for a in mem]  # the first n positions: a prefix of the cache's memory
+        state["in"] = [buf(a) for a in (q, k, v, at, mask[:n], *prefixes)]
+        state["out"] = [buf(x)] + [buf(a) for a in prefixes]  # in place, as in ``bound``
+        state["L"] = n
+        cm.run_by_index(0, state["in"], state["out"])  # LiteRT prepares the new shapes in its first run
+        state["resizes"].append((n, time.perf_counter() - t))
+        if n > grow:  # does XNNPACK still take the graph at the new shapes? (an interpreter over the same model)
+            state["partitions"] = xnnpack_partitions(data, {4: [n], **{5 + j: [n * row] for j in range(2 * layers)}})
+
+    def step(qa, ka, va, pos, _model=data):
+        n = min(S, -(-(pos + 1) // grow) * grow)  # the positions in use, rounded up to the step
+        if n != state["L"]:  # a decode grows it; the probe's timing also goes back to shorter ones
+            bind(n)
+        q[...], k[...], v[...], at[0] = qa, ka, va, pos * HKV * D
+        np.copyto(mask[:n], np.where(where[:n] <= pos, np.float32(0), np.float32(-np.inf)))
+        cm.run_by_index(0, state["in"], state["out"])
+        return x
+    return step, lambda layer: mem[2 * layer].reshape(1, S, HKV, D), xnnpack_partitions(data), state
+
+
 def _time(step, args, reps=200, rounds=5) -> float:
     best = math.inf
     for _ in range(rounds):
@@ -210,6 +269,7 @@ def main(argv=None) -> None:
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--max-seq", type=int, default=512)
     ap.add_argument("--bucket", type=int, default=128, help="positions the bound way reads (default 128)")
+    ap.add_argument("--grow", type=int, default=64, help="the prefix way's step of positions (default 64)")
     ap.add_argument("--linear", action="store_true", help="a 768x768 linear after each attention")
     ap.add_argument("--positions", type=int, nargs="+", default=None, help="positions timed (default: two)")
     args = ap.parse_args(argv)
@@ -217,24 +277,32 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(0)
     weights = [rng.standard_normal((E, E)).astype(np.float32) * 0.03 for _ in range(L)] if args.linear else None
     ref_step, ref_cache = numpy_way(L, S, weights)
-    ways = {"variable": variable_way(L, S, weights), "bound": bound_way(L, S, B, weights)}
+    *prefix, grown = prefix_way(L, S, args.grow, weights)
+    ways = {"variable": variable_way(L, S, weights), "bound": bound_way(L, S, B, weights), "prefix": tuple(prefix)}
     worst = dict.fromkeys(ways, 0.0)
-    for pos in range(B):  # the same steps through every way: the caches fill identically
+    last = max([B] + (args.positions or [])) if args.positions else B
+    for pos in range(min(S, max(B, last + 1))):  # the same steps through every way: the caches fill identically
         q, k, v = (rng.standard_normal(n).astype(np.float32) for n in (E, HKV * D, HKV * D))
         want = ref_step(q, k, v, pos)
         for name, (step, _, _) in ways.items():
+            if name == "bound" and pos >= B:
+                continue  # past its bucket
             got = step(q, k, v, pos)
             worst[name] = max(worst[name], float(np.abs(got - want).max() / np.abs(want).max()))
     for name, (_, cache, partitions) in ways.items():
         same = all(np.array_equal(cache(i)[:, :B], ref_cache(i)[:, :B]) for i in range(L))
         print(f"{name}: max difference {worst[name]:.2e} of scale, caches equal NumPy's: {same}, "
               f"XNNPACK partitions: {partitions}")
+    print("prefix resizes: " + ", ".join(f"{n} positions {t * 1e3:.2f} ms" for n, t in grown["resizes"]) +
+          f"; XNNPACK partitions at {grown['L']} positions: {grown['partitions']}")
+    grown["resizes"].clear()
     q, k, v = (rng.standard_normal(n).astype(np.float32) for n in (E, HKV * D, HKV * D))
     for pos in args.positions or (B // 2, B - 2):
-        if pos >= B:
-            raise SystemExit(f"position {pos} is past the bucket of {B}")
         row = {"numpy": _time(ref_step, (q, k, v, pos))}
-        row.update({name: _time(step, (q, k, v, pos)) for name, (step, _, _) in ways.items()})
+        for name, (step, _, _) in ways.items():
+            if name == "bound" and pos >= B:
+                continue
+            row[name] = _time(step, (q, k, v, pos))
         print(f"pos {pos}: " + ", ".join(f"{n} {t * 1e6 / L:.1f} us/layer" for n, t in row.items()))
 
 

@@ -314,11 +314,16 @@ def test_the_decode_attention_probe_agrees_with_the_numpy_kernels(capsys):
     pytest.importorskip("ai_edge_litert")
     import probe_decode_attention as probe
 
-    probe.main(["--layers", "2", "--max-seq", "32", "--bucket", "16", "--positions", "9"])
+    probe.main(["--layers", "2", "--max-seq", "32", "--bucket", "16", "--grow", "8", "--positions", "9", "20"])
     lines = capsys.readouterr().out.splitlines()
     ways = {line.split(":")[0]: line for line in lines if "max difference" in line}
-    assert sorted(ways) == ["bound", "variable"]
+    assert sorted(ways) == ["bound", "prefix", "variable"]
     for line in ways.values():
         assert "caches equal NumPy's: True" in line
         assert float(line.split("max difference ")[1].split()[0]) < 1e-5
-    assert lines[-1].startswith("pos 9: numpy ") and "variable" in lines[-1] and "bound" in lines[-1]
+    # the prefix grew through positions 0..20 in steps of 8, resized each time, and XNNPACK kept the graph
+    grew = next(line for line in lines if line.startswith("prefix resizes: "))
+    assert [p.split()[0] for p in grew[len("prefix resizes: "):].split(";")[0].split(", ")] == ["8", "16", "24"]
+    assert grew.endswith("XNNPACK partitions at 24 positions: 2")
+    assert lines[-2].startswith("pos 9: numpy ") and all(w in lines[-2] for w in ("variable", "bound", "prefix"))
+    assert lines[-1].startswith("pos 20: numpy ") and "prefix" in lines[-1] and "bound" not in lines[-1]
