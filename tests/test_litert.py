@@ -421,9 +421,21 @@ def test_new_bytes_asks_for_huge_pages_only_under_a_policy_that_cannot_stall(mon
     monkeypatch.setattr(M, "_madvise", lambda a, n, advice: asked.append(advice) or True)
     made = M.new_bytes(8 << 20)
     assert made is not None and len(made[0]) == 8 << 20 and made[1].size == 8 << 20
-    assert asked == ([mmap.MADV_HUGEPAGE] if ok else [])
+    # every large one is faulted in with one call; huge pages are asked for first, where that cannot stall
+    assert asked == ([mmap.MADV_HUGEPAGE] if ok else []) + [M.MADV_POPULATE_WRITE]
+    asked.clear()
     M.new_bytes(1 << 20)  # small ones never ask
-    assert asked == ([mmap.MADV_HUGEPAGE] if ok else [])
+    assert asked == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise ranges are Linux's")
+def test_new_bytes_faulted_in_ahead_takes_every_byte_written():
+    from pterun.delegates.xnnpack.litert_engine import memory as M
+
+    b, view = M.new_bytes(6 << 20)
+    data = np.random.default_rng(0).integers(0, 255, view.size, dtype=np.uint8)
+    view[...] = data
+    assert np.array_equal(np.frombuffer(b, np.uint8), data)
 
 
 @needs_litert
