@@ -311,6 +311,24 @@ def test_a_damaged_model_file_is_written_again_and_a_changed_program_never_reads
 
 
 @needs_litert
+def test_a_program_given_as_bytes_names_its_constants_by_their_bytes_and_reads_its_files(tmp_path, monkeypatch):
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    monkeypatch.setattr(compiled, "CACHE_MIN_BYTES", 0)
+    data = (FIXTURES / "xnn_mobilenet_v2.pte").read_bytes()
+    call = load_calls_from(FIXTURES / "xnn_mobilenet_v2.npz")[0]
+    ref = Runtime(engine="litert").load_program(data).load_method(call["method"]).execute(call["inputs"])
+    for _ in range(3):  # noted, written, read
+        m = Runtime(engine="litert", cache=tmp_path).load_program(data).load_method(call["method"])
+        for g, r in zip(m.execute(call["inputs"]), ref):
+            np.testing.assert_array_equal(g, r)
+    files = os.listdir(tmp_path / "xnnpack")
+    assert not any(f.endswith(".file") for f in files)  # no file behind the bytes: no digest noted
+    assert sum(f.endswith(".tflite") for f in files) == 1 and sum(f.endswith(".weights") for f in files) == 1
+    assert all(type(ex._interp).__name__ == "Compiled" and ex._interp.model is None for ex in _litert_plans(m))
+
+
+@needs_litert
 def test_small_models_and_a_cache_off_never_touch_the_directory(tmp_path):
     for _ in range(3):  # the MLP's weights are far under the size floor
         engines, _ = _run("xnn_mlp.pte", Runtime(engine="litert", cache=tmp_path))
