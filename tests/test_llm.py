@@ -106,6 +106,38 @@ def test_a_decode_step_attends_straight_into_its_out_array():
         np.testing.assert_array_equal(got, want)
 
 
+def _naive_attention(q, k, v, visible) -> np.ndarray:
+    """float64 attention of q [1, S, Hq, D] over k/v [1, L, Hkv, D]; ``visible(i, j)``: query i sees key j."""
+    s, hq, d = q.shape[1:]
+    rep = hq // k.shape[2]
+    kk, vv = np.repeat(k[0], rep, axis=1).astype(np.float64), np.repeat(v[0], rep, axis=1).astype(np.float64)
+    scores = np.einsum("ihd,jhd->hij", q[0].astype(np.float64), kk) / np.sqrt(d)
+    seen = np.array([[visible(i, j) for j in range(k.shape[1])] for i in range(s)])
+    scores = np.where(seen[None], scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    return np.einsum("hij,jhd->ihd", p / p.sum(-1, keepdims=True), vv)[None]
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_a_chunk_of_queries_attends_causally_from_its_position_and_under_a_mask(start):
+    rng = np.random.default_rng(7)
+    s = 4
+    q = rng.standard_normal((1, s, 6, 8), dtype=np.float32)
+    k, v = (rng.standard_normal((1, 16, 2, 8), dtype=np.float32) for _ in range(2))
+    got = K.custom_sdpa_out(q, k, v, start, None, 0.0, True, None, None)
+    assert got.shape == (1, s, 6, 8) and got.dtype == np.float32
+    # query i sits at position start + i and sees keys 0..start + i
+    want = _naive_attention(q, k[:, :start + s], v[:, :start + s], lambda i, j: j <= start + i)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    mask = np.where(rng.random((s, 16)) < 0.3, np.float32(-np.inf), np.float32(0))
+    mask[:, 0] = 0  # every query sees at least one key
+    got = K.custom_sdpa_out(q, k, v, start, mask, 0.0, False, None, None)
+    np.testing.assert_allclose(got, _naive_attention(q, k, v, lambda i, j: mask[i, j] == 0), rtol=1e-5, atol=1e-6)
+    got = K.custom_sdpa_out(q, k, v, start, None, 0.0, False, None, None)  # no mask, not causal: all it has
+    np.testing.assert_allclose(got, _naive_attention(q, k[:, :start + s], v[:, :start + s], lambda i, j: True),
+                               rtol=1e-5, atol=1e-6)
+
+
 # ==============================================================================================================
 # The runner against ExecuTorch's recorded greedy decoding
 # ==============================================================================================================

@@ -114,9 +114,17 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
         ctx = np.matmul(scores, vt)
         ctx *= inv
         return ctx.reshape(b, 1, hq, d)
-    # several queries: the scores keys-first, [B, Hkv, kv, rep*S], so the softmax reduces over rows of the
-    # array (NumPy reduces across contiguous rows 4-6x faster than along rows of ~100 elements) and a mask is
-    # one broadcast add (-inf where masked, as ExecuTorch sets them; +0 elsewhere changes no score)
+    return _attend_queries(q, k, vt, kv_len, start_pos, mask, is_causal, scale)
+
+
+def _attend_queries(q, k, vt, kv_len: int, start_pos: int, mask, is_causal: bool, scale):
+    """:func:`_attend` for several queries (S > 1), the arguments checked: the scores keys-first, [B, Hkv, kv,
+    rep*S], so the softmax reduces across rows of the array (NumPy reduces across contiguous rows 4-6x faster
+    than along rows of ~100 elements) and a mask is one broadcast add (-inf where masked, as ExecuTorch sets
+    them; +0 elsewhere changes no score)."""
+    b, s, hq, d = q.shape
+    hkv = k.shape[2]
+    rep = hq // hkv
     qg = q.reshape(b, s, hkv, rep, d).transpose(0, 2, 3, 1, 4).reshape(b, hkv, rep * s, d)
     scores = np.matmul(k[:, :kv_len].transpose(0, 2, 1, 3), qg.transpose(0, 1, 3, 2))  # [B, Hkv, kv, rep*S]
     scores *= scale
@@ -133,10 +141,10 @@ def _attend(q, k, v, start_pos: int, mask, is_causal: bool, scale, out=None):
     return ctx.reshape(b, hkv, rep, s, d).transpose(0, 3, 1, 2, 4).reshape(b, s, hq, d)
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=1)
 def _causal_bias(s: int, kv_len: int, start_pos: int) -> np.ndarray:
     """[kv, 1, S]: -inf where key j is after query i's position (start_pos + i), else 0 (read-only; the layers of
-    one call share it)."""
+    one call share it, and only the last one is kept: it is a twelfth of the size of one layer's scores)."""
     bias = np.where(np.arange(kv_len)[:, None] > start_pos + np.arange(s)[None, :], np.float32(-np.inf),
                     np.float32(0))[:, None, :]
     bias.flags.writeable = False
