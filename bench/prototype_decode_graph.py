@@ -15,12 +15,13 @@ A step then runs the prologue (embedding, RoPE rows, the first delegate call) as
 invoke, then the logits' delegate call. The script checks the logits against pterun's own step, then times
 both, with the caches advancing as a decode does.
 
-It is a measurement, not an engine. Decode only (one token), one bucket of L positions (no growth), and the
-caches are copies this script owns. The logits of an fp32 model agree with pterun's steps within ~2e-6 of
+It is a measurement, not an engine: decode only (one token), and the caches are copies this script owns. L is
+either a fixed ``--bucket`` or grows by ``--grow`` positions as the decode needs them: the model's inputs are
+resized (the translation's reshapes say -1 for the positions) and the longer prefixes bound. The logits of an fp32 model agree with pterun's steps within ~2e-6 of
 scale. In an 8da4w model they may differ by ~2e-2: its activations are quantized to int8 per token, so a 1e-7
 difference in the attention's rounding moves some values by a whole int8 step.
 
-    .venv/bin/python bench/prototype_decode_graph.py bench/models/llama130m_8da4w.pte --pos 128 --bucket 192
+    .venv/bin/python bench/prototype_decode_graph.py bench/models/llama130m_8da4w.pte --pos 30 --grow 32 --steps 64
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class DecodeTranslator(_Translator):
         heads = []
         for c in (kc, vc):
             c4 = self.add_tensor([1, L, hkv, d], T)
-            self.op("RESHAPE", [c, self.i32([1, L, hkv, d])], [c4])
+            self.op("RESHAPE", [c, self.i32([1, -1, hkv, d])], [c4])  # -1: the prefix may be resized
             h = self.add_tensor([1, hkv, L, d], T)
             self.op("TRANSPOSE", [c4, self.i32([0, 2, 1, 3])], [h])
             heads.append(h)
@@ -78,7 +79,7 @@ class DecodeTranslator(_Translator):
         scaled = self.add_tensor([1, hkv, rep, L], T)
         self.op("MUL", [scores, self.const(np.array([scale], np.float32), "FLOAT32")], [scaled], "MulOptions")
         m4 = self.add_tensor([1, 1, 1, L], T)
-        self.op("RESHAPE", [mask, self.i32([1, 1, 1, L])], [m4])
+        self.op("RESHAPE", [mask, self.i32([1, 1, 1, -1])], [m4])
         masked = self.add_tensor([1, hkv, rep, L], T)
         self.op("ADD", [scaled, m4], [masked], "AddOptions")
         probs = self.add_tensor([1, hkv, rep, L], T)
@@ -110,9 +111,9 @@ def _at_decode(graph: G.Graph, args, values) -> G.Graph:
 class Prototype:
     """The method's layers as one model; :meth:`step` runs a decode step through it."""
 
-    def __init__(self, method, L: int):
+    def __init__(self, method, L: int, grow: int = 0):
         r = method._runner
-        self.r, self.L = r, L
+        self.r, self.L, self.grow = r, L, grow
         chain = r.steps.chains[0]
         self.chain = chain
         names = [info[0] for info in chain.info]
@@ -143,7 +144,8 @@ class Prototype:
                 c = values[cache]
                 row = int(np.prod(c.shape[2:]))
                 if cache not in self.caches:
-                    self.caches[cache] = _aligned(L * row)
+                    self.caches[cache] = _aligned(c.shape[1] * row)  # all S positions: prefixes of it are bound
+                    self.S = c.shape[1]
                 vin = m.read(cache, F32V([L * row]))
                 rows = m.read(value, F32V(values[value].shape))
                 vout = m.add(F32V([L * row]))
@@ -187,7 +189,8 @@ class Prototype:
 
         self.cm = CompiledModel.from_buffer(self.model)
         n_in = len(ins)
-        self.at, self.mask = _aligned(1, np.int32), _aligned(L)
+        self.at, self.mask = _aligned(1, np.int32), _aligned(self.S)
+        self.n_in, self.resizes = n_in, []
         self.host_in, self.host_out = [], []
         for j, slot in enumerate(slots):
             is_in = j < n_in
@@ -198,37 +201,65 @@ class Prototype:
             elif slot == mask_slot:
                 a = self.mask
             elif slot in self.caches:
-                a = self.caches[slot]  # input and output: the same memory
+                a = self.caches[slot]  # input and output: the same memory (its first L positions bound)
             else:
                 a = _aligned(int(np.prod(v.dims)), G.STORAGE_DTYPES[v.datatype])
             (self.host_in if is_in else self.host_out).append((slot, a))
-        # host memory binds only 1-D inputs (LiteRT refuses to "auto-resize" others): the caches, the offset and
-        # the mask are 1-D; the activations go into LiteRT's own buffers, written each step
+        self.TensorBuffer = TensorBuffer
+        self._bind()
+
+    def _prefix(self, slot: int, a: np.ndarray) -> np.ndarray:
+        """What of ``a`` is bound: a cache's or the mask's first L positions, anything else whole."""
+        if slot in self.caches:
+            return a[:self.L * self.row]
+        return a[:self.L] if a is self.mask else a
+
+    def _bind(self) -> None:
+        """The buffers of a run at the present L. Host memory binds only 1-D inputs (LiteRT refuses to
+        "auto-resize" others): the caches, the offset and the mask are 1-D; the activations go into LiteRT's own
+        buffers, written each step."""
+        TB = self.TensorBuffer
         own = self.cm.create_input_buffers(0)
         self.in_bufs, self.writes = [], []
         for j, (slot, a) in enumerate(self.host_in):
             if slot < 0 or slot in self.caches:
-                self.in_bufs.append(TensorBuffer.create_from_host_memory(a))
+                self.in_bufs.append(TB.create_from_host_memory(self._prefix(slot, a)))
             else:
                 self.in_bufs.append(own[j])
                 self.writes.append((own[j].write, slot))
-        self.out_bufs = [TensorBuffer.create_from_host_memory(a) for _, a in self.host_out]
+        self.out_bufs = [TB.create_from_host_memory(self._prefix(slot, a)) for slot, a in self.host_out]
+
+    def resize(self, n: int) -> None:
+        """Attend over the first ``n`` positions from now on: the inputs resized (LiteRT prepares XNNPACK for the
+        new shapes in the next run) and the longer or shorter prefixes bound."""
+        t = time.perf_counter()
+        for j, (slot, a) in enumerate(self.host_in):
+            if slot in self.caches:
+                self.cm.resize_input_tensor(j, [n * self.row], 0, strict=False)
+            elif a is self.mask:
+                self.cm.resize_input_tensor(j, [n], 0, strict=False)
+        self.L = n
+        self._bind()
+        self.resizes.append((n, time.perf_counter() - t))
 
     def load_caches(self) -> None:
         """This script's caches from the method's (after the method's own steps filled them)."""
         for slot, a in self.caches.items():
-            src = self.r.values[slot].array
-            n = min(self.L, src.shape[1])
-            a[:] = 0
-            a[:n * self.row] = src[0, :n].reshape(-1)
+            a[:] = self.r.values[slot].array.reshape(-1)
 
     def step(self, inputs: list, pos: int):
         r, chain = self.r, self.chain
+        if self.grow:
+            n = min(self.S, -(-(pos + 1) // self.grow) * self.grow)  # the positions in use, rounded up
+            if n != self.L:  # a decode grows it; a timing round that starts over shrinks it
+                self.resize(n)
+        elif pos >= self.L:
+            raise ValueError(f"position {pos} is past the bucket of {self.L}")
         r.set_inputs(inputs)
         for s in chain.steps[:self.start]:
             s()
         self.at[0] = pos * self.row
-        self.mask[:] = np.where(np.arange(self.L) <= pos, np.float32(0), np.float32(-np.inf))
+        self.mask[:self.L] = np.where(np.arange(self.L) <= pos, np.float32(0), np.float32(-np.inf))
         for write, slot in self.writes:
             write(np.ascontiguousarray(r.values[slot].array))
         self.cm.run_by_index(0, self.in_bufs, self.out_bufs)
@@ -246,10 +277,12 @@ def main(argv=None) -> None:
     ap.add_argument("pte")
     ap.add_argument("--pos", type=int, default=128, help="the position of the first decode step timed")
     ap.add_argument("--bucket", type=int, default=192, help="the cache positions the model reads (L)")
+    ap.add_argument("--grow", type=int, default=0, help="grow L by this many positions as the decode needs "
+                    "(resizing the model), instead of a fixed --bucket (default 0: fixed)")
     ap.add_argument("--steps", type=int, default=32, help="decode steps a round times (default 32)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, pterun and the prototype alternating")
     args = ap.parse_args(argv)
-    if args.pos + max(8, args.steps) > args.bucket:
+    if not args.grow and args.pos + max(8, args.steps) > args.bucket:
         raise SystemExit(f"positions {args.pos}..{args.pos + max(8, args.steps) - 1} do not fit a bucket of "
                          f"{args.bucket}: this prototype does not grow it")
     method = pterun.Runtime(num_threads=1).load_program(args.pte).load_method("forward")
@@ -259,7 +292,7 @@ def main(argv=None) -> None:
         tok[0, 0], pos[0] = rng.integers(0, 256), i
         method.execute([tok, pos])
     t = time.perf_counter()
-    proto = Prototype(method, args.bucket)
+    proto = Prototype(method, args.grow or args.bucket, args.grow)
     print(f"joined steps {proto.start}..{proto.stop - 1} into one model: {len(proto.model) / 1e6:.1f} MB, "
           f"built in {time.perf_counter() - t:.2f} s; {len(proto.caches)} caches bound")
     from pterun.delegates.xnnpack.litert_engine.adapter import ops_details
@@ -293,6 +326,9 @@ def main(argv=None) -> None:
                 else:
                     proto.step([tok, pos], i)
             times[name].append((time.perf_counter() - t) / args.steps)
+    if args.grow:
+        costs = [t for _, t in proto.resizes]
+        print(f"{len(costs)} resizes, {statistics.median(costs) * 1e3:.2f} ms each (median), L {proto.L} at the end")
     print(", ".join(f"{n} {statistics.median(t) * 1e3:.2f} ms a step (best {min(t) * 1e3:.2f})"
                     for n, t in times.items()) +
           f"; positions {args.pos}..{args.pos + args.steps - 1}, {args.rounds} rounds, one thread")

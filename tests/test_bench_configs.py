@@ -302,6 +302,12 @@ def test_the_decode_graph_prototype_gives_pterun_s_logits_from_one_invoke(capsys
     assert lines[-1].startswith("pterun ") and "prototype" in lines[-1]
     with pytest.raises(SystemExit, match="do not fit a bucket of 16"):
         proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--bucket", "16"])
+    # growing the prefix by resizing, as a decode would: 8 positions at a time through positions 10..25
+    proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--grow", "8", "--steps", "16", "--rounds", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
+    assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
+    assert any(line.endswith("L 32 at the end") for line in lines)  # position 25 needs 32
 
 
 def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
