@@ -12,7 +12,9 @@ its views, its KV-cache updates and its attentions into one TFLite model, using 
 * ``Sdpa``: attention of the step's query over those L positions, with a mask input.
 
 A step then runs the prologue (embedding, RoPE rows, the first delegate call) as pterun does, then the one
-invoke, then the logits' delegate call. The script checks the logits against pterun's own step, then times
+invoke, then the logits' delegate call. With ``--whole`` the join runs from the first delegate call to the
+logits (the first norm's ``mean`` and the logits' row selection included): only the embedding, the position's
+scalars and the RoPE rows they slice run before the invoke, and nothing after it. The script checks the logits against pterun's own step, then times
 both, with the caches advancing as a decode does.
 
 It is a measurement, not an engine: decode only (one token), and the caches are copies this script owns. L is
@@ -40,6 +42,7 @@ from pterun.delegates.xnnpack.litert_engine.prepare import declared_at, not_dele
 from pterun.delegates.xnnpack.litert_engine.translate import Translation, _Translator
 from pterun.delegates.xnnpack.merge import _Merger
 from pterun.interp.access import SharedBytes, view_roots
+from pterun.interp.forms import absorbed_op
 
 F32V = lambda dims: G.Value(0, G.FP32, tuple(dims), None, 0, None, None)  # noqa: E731
 I32V = lambda dims: G.Value(0, G.INT32, tuple(dims), None, 0, None, None)  # noqa: E731
@@ -108,19 +111,30 @@ def _at_decode(graph: G.Graph, args, values) -> G.Graph:
     return declared_at(graph, sizes, inputs) if inputs else graph
 
 
+#: steps a whole-step join leaves before the invoke: the position's scalars and the RoPE rows they slice
+_PROLOGUE = frozenset({"aten::sym_size.int", "aten::_local_scalar_dense", "executorch_prim::add.Scalar",
+                       "aten::slice_copy.Tensor_out"})
+
+
 class Prototype:
     """The method's layers as one model; :meth:`step` runs a decode step through it."""
 
-    def __init__(self, method, L: int, grow: int = 0):
+    def __init__(self, method, L: int, grow: int = 0, whole: bool = False):
         r = method._runner
         self.r, self.L, self.grow = r, L, grow
         chain = r.steps.chains[0]
         self.chain = chain
         names = [info[0] for info in chain.info]
         dels = [k for k, n in enumerate(names) if n.startswith("delegate")]
-        # the stretch: from the second delegate call (the first precedes the RoPE rows and the norm's mean) to the
-        # last one before the logits' row is selected
-        self.start, self.stop = dels[1], dels[-2] + 1
+        if whole:  # from the first delegate call to the logits; the position's scalars and RoPE rows run first
+            joined = [k for k in range(dels[0], len(names)) if names[k] not in _PROLOGUE]
+            self.pre = [k for k in range(len(names)) if k not in joined and k < joined[-1]]
+            self.post = list(range(joined[-1] + 1, len(names)))
+        else:  # from the second delegate call (after the RoPE rows and the first norm's mean) to the last before
+            # the logits' row is selected
+            joined = list(range(dels[1], dels[-2] + 1))
+            self.pre, self.post = list(range(dels[1])), list(range(dels[-2] + 1, len(names)))
+        self.joined = joined
         values = r.values
         m = _Merger(values, SharedBytes(values, view_roots(r.plan)))
         self.caches: dict[int, np.ndarray] = {}  # cache slot -> this script's aligned copy of its first L rows
@@ -128,10 +142,10 @@ class Prototype:
         m.inputs[at_slot] = m.add(I32V([1]))
         m.inputs[mask_slot] = m.add(F32V([L]))
         merged = {pc: ex for (ci, pc), (_, ex, _) in r.merged.items() if ci == 0}
-        for k in range(self.start, self.stop):
+        for k in joined:
             name, args, pc = chain.info[k]
             if name.startswith("delegate"):
-                ex = merged[pc] if pc in merged else chain.delegates[k][0]
+                ex = merged[pc] if pc in merged else r.executors[r.plan.chains[0][pc].delegate_index]
                 m.delegate(_at_decode(ex._graph, args, values), tuple(args))
             elif name == "executorch_prim::et_view.default":
                 src, _, out = args[:3]
@@ -166,10 +180,18 @@ class Prototype:
                 vid = m.add(F32V(values[out].shape))
                 m.node(-101, "Sdpa", {**fields, "output_id": vid})
                 m.write(out, vid)
+            elif name == "aten::mean.out":
+                op = absorbed_op("mean", tuple(args), values, r.tags, r.volatile)
+                if op is None:
+                    raise SystemExit(f"step {k}: a mean this prototype cannot join")
+                m.absorbed(op)
+            elif name == "aten::select_copy.int_out" and values[args[0]].shape[values[args[1]]] == 1:
+                x, out = args[0], args[3]  # one row: a reshape
+                m.write(out, m.reshaped(m.read(x, F32V(values[x].shape)), values[out].shape))
             else:
                 raise SystemExit(f"step {k}: {name} is not one this prototype joins")
         later = set()
-        for k in range(self.stop, len(chain.info)):
+        for k in self.post:
             later.update(chain.info[k][1])
         later.update(r.plan.outputs)
         graph, slots = m.finish(lambda s: s in later or s in self.caches)
@@ -256,8 +278,9 @@ class Prototype:
         elif pos >= self.L:
             raise ValueError(f"position {pos} is past the bucket of {self.L}")
         r.set_inputs(inputs)
-        for s in chain.steps[:self.start]:
-            s()
+        steps = chain.steps
+        for k in self.pre:
+            steps[k]()
         self.at[0] = pos * self.row
         self.mask[:self.L] = np.where(np.arange(self.L) <= pos, np.float32(0), np.float32(-np.inf))
         for write, slot in self.writes:
@@ -267,8 +290,8 @@ class Prototype:
             if slot >= 0 and slot not in self.caches:
                 t = r.values[slot]
                 np.copyto(t.array, a.reshape(t.array.shape), casting="unsafe")
-        for s in chain.steps[self.stop:]:
-            s()
+        for k in self.post:
+            steps[k]()
         return r.collect_outputs()
 
 
@@ -280,6 +303,8 @@ def main(argv=None) -> None:
     ap.add_argument("--grow", type=int, default=0, help="grow L by this many positions as the decode needs "
                     "(resizing the model), instead of a fixed --bucket (default 0: fixed)")
     ap.add_argument("--steps", type=int, default=32, help="decode steps a round times (default 32)")
+    ap.add_argument("--whole", action="store_true", help="join from the first delegate call to the logits (the "
+                    "position's scalars and RoPE rows run before the invoke), not only the layers between")
     ap.add_argument("--rounds", type=int, default=3, help="rounds, pterun and the prototype alternating")
     args = ap.parse_args(argv)
     if not args.grow and args.pos + max(8, args.steps) > args.bucket:
@@ -292,8 +317,9 @@ def main(argv=None) -> None:
         tok[0, 0], pos[0] = rng.integers(0, 256), i
         method.execute([tok, pos])
     t = time.perf_counter()
-    proto = Prototype(method, args.grow or args.bucket, args.grow)
-    print(f"joined steps {proto.start}..{proto.stop - 1} into one model: {len(proto.model) / 1e6:.1f} MB, "
+    proto = Prototype(method, args.grow or args.bucket, args.grow, args.whole)
+    print(f"joined steps {proto.joined[0]}..{proto.joined[-1]} ({len(proto.joined)} of them, {len(proto.pre)} "
+          f"before, {len(proto.post)} after) into one model: {len(proto.model) / 1e6:.1f} MB, "
           f"built in {time.perf_counter() - t:.2f} s; {len(proto.caches)} caches bound")
     from pterun.delegates.xnnpack.litert_engine.adapter import ops_details
     from ai_edge_litert.interpreter import Interpreter

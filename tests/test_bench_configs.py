@@ -308,6 +308,13 @@ def test_the_decode_graph_prototype_gives_pterun_s_logits_from_one_invoke(capsys
     diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
     assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
     assert any(line.endswith("L 32 at the end") for line in lines)  # position 25 needs 32
+    # the whole step: from the first delegate call to the logits, nothing left after the invoke
+    proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--grow", "8", "--steps", "8", "--rounds", "2",
+                "--whole"])
+    lines = capsys.readouterr().out.splitlines()
+    assert ", 0 after) into one model" in next(line for line in lines if line.startswith("joined steps"))
+    diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
+    assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
 
 
 def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
