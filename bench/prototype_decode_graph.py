@@ -14,14 +14,15 @@ its views, its KV-cache updates and its attentions into one TFLite model, using 
 A step then runs the prologue (embedding, RoPE rows, the first delegate call) as pterun does, then the one
 invoke, then the logits' delegate call. With ``--whole`` the join runs from the first delegate call to the
 logits (the first norm's ``mean`` and the logits' row selection included): only the embedding, the position's
-scalars and the RoPE rows they slice run before the invoke, and nothing after it. The script checks the logits against pterun's own step, then times
-both, with the caches advancing as a decode does.
+scalars and the RoPE rows they slice run before the invoke, and nothing after it. The script checks the logits
+against pterun's own steps, then times both, the caches advancing as a decode does.
 
 It is a measurement, not an engine: decode only (one token), and the caches are copies this script owns. L is
 either a fixed ``--bucket`` or grows by ``--grow`` positions as the decode needs them: the model's inputs are
-resized (the translation's reshapes say -1 for the positions) and the longer prefixes bound. The logits of an fp32 model agree with pterun's steps within ~2e-6 of
-scale. In an 8da4w model they may differ by ~2e-2: its activations are quantized to int8 per token, so a 1e-7
-difference in the attention's rounding moves some values by a whole int8 step.
+resized (the translation's reshapes say -1 for the positions) and the longer prefixes bound. The logits of an
+fp32 model agree with pterun's steps within ~2e-6 of scale. In an 8da4w model they may differ by ~2e-2: its
+activations are quantized to int8 per token, so a 1e-7 difference in the attention's rounding moves some values
+by a whole int8 step.
 
     .venv/bin/python bench/prototype_decode_graph.py bench/models/llama130m_8da4w.pte --pos 30 --grow 32 --steps 64
 """
@@ -329,7 +330,7 @@ def main(argv=None) -> None:
     ops = ops_details(it)
     left = not_delegated(ops, proto.translation)
     print(f"XNNPACK partitions: {[d['op_name'] for d in ops].count('DELEGATE')}; left to builtin kernels beyond "
-          f"the cache updates and attention: {', '.join(left) or 'nothing'}")
+          f"the cache updates: {', '.join(left) or 'nothing'}")
     del it
     # the same tokens through both: pterun's steps on its caches, the prototype on its copies of them
     proto.load_caches()
