@@ -44,6 +44,7 @@ from pterun.delegates.xnnpack.litert_engine.translate import Translation, _Trans
 from pterun.delegates.xnnpack.merge import _Merger
 from pterun.interp.access import SharedBytes, view_roots
 from pterun.interp.forms import absorbed_op
+from probe_decode_attention import _aligned  # (bench/): an array at the 64-byte boundary LiteRT's host memory needs
 
 F32V = lambda dims: G.Value(0, G.FP32, tuple(dims), None, 0, None, None)  # noqa: E731
 I32V = lambda dims: G.Value(0, G.INT32, tuple(dims), None, 0, None, None)  # noqa: E731
@@ -91,13 +92,6 @@ class DecodeTranslator(_Translator):
         ctx = self.add_tensor([1, hkv, rep, d], T)
         self.op("BATCH_MATMUL", [probs, heads[1]], [ctx], "BatchMatMulOptions")
         self.op("RESHAPE", [ctx, self.i32(list(self.tensors[out].shape))], [out])
-
-
-def _aligned(n: int, dtype=np.float32) -> np.ndarray:
-    size = n * np.dtype(dtype).itemsize
-    raw = np.zeros(size + 64, np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + size].view(dtype)
 
 
 def _at_decode(graph: G.Graph, args, values) -> G.Graph:

@@ -177,17 +177,23 @@ class Cache:
 
     def keep_model(self, k: str, model: bytes) -> str | None:
         """Write ``model`` as key ``k``'s translated model (atomically); its path, None when it cannot be written."""
-        scratch = self.scratch(k)
         final = self._path(k, _MODEL)
+        return final if self._write(k, final, model, "model") else None
+
+    def _write(self, k: str, final: str, data: bytes, what: str) -> bool:
+        """Write ``data`` as ``final``: under a scratch name of ``k``'s first, renamed once whole (no reader sees
+        half a file); False, with nothing left behind, when it cannot be written."""
+        scratch = self.scratch(k)
         try:
+            os.makedirs(self.root, exist_ok=True)
             with open(scratch, "wb") as f:
-                f.write(model)
+                f.write(data)
             os.replace(scratch, final)
         except OSError as e:
-            logger().debug("packed-weight cache: model %s not kept: %s", k, e)
+            logger().debug("packed-weight cache: %s %s not kept: %s", what, final, e)
             _remove(scratch, 0)
-            return None
-        return final
+            return False
+        return True
 
     def drop_model(self, k: str) -> None:
         """Forget key ``k``'s translated model (LiteRT could not read it)."""
@@ -217,14 +223,7 @@ class Cache:
         except (OSError, ValueError):
             pass
         value = digest(mm)
-        try:
-            os.makedirs(self.root, exist_ok=True)
-            scratch = self.scratch("file")
-            with open(scratch, "w", encoding="utf-8") as f:
-                f.write(f"{value} {time.time():.3f}\n")
-            os.replace(scratch, note)
-        except OSError as e:
-            logger().debug("packed-weight cache: no note of %s's digest: %s", path, e)
+        self._write("file", note, f"{value} {time.time():.3f}\n".encode(), f"the digest of {path}")
         return value
 
     def scratch(self, k: str) -> str:
