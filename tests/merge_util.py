@@ -65,3 +65,15 @@ def find_runs_in(chains, outputs=(), volatile=(), later=None, values=None, deleg
 def add_later(ins):
     """The test plan's add (a, b, out) may run later: it reads a and b, writes out."""
     return set(ins.args[:2]), {ins.args[2]}
+
+
+def without_attention_join(monkeypatch) -> None:
+    """The XNNPACK backend without its KV-cache and attention forms: merged runs stop at ``llama::update_cache``
+    and ``llama::custom_sdpa``, as they do where LiteRT cannot take the join (a layer's delegates merge, the cache
+    updates and attention run between the calls)."""
+    from types import MappingProxyType
+
+    from pterun.delegates.xnnpack import XnnpackBackend
+
+    forms = {k: v for k, v in XnnpackBackend.absorbed_forms.items() if v not in ("update_cache", "sdpa")}
+    monkeypatch.setattr(XnnpackBackend, "absorbed_forms", MappingProxyType(forms))

@@ -280,43 +280,6 @@ def test_llm_bench_gives_the_cached_configuration_its_cache_and_other_configurat
     assert cmd_c[cmd_c.index("--max-new") + 1] == "2"
 
 
-@pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
-def test_the_decode_graph_prototype_gives_pterun_s_logits_from_one_invoke(capsys, name):
-    # bench/prototype_decode_graph.py: the layers of a real exported decode step (XNNPACK delegates, views,
-    # llama::update_cache, llama::custom_sdpa) as one LiteRT model, caches bound in place
-    pytest.importorskip("ai_edge_litert")
-    import prototype_decode_graph as proto
-
-    from fixtures_util import FIXTURES
-    proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--bucket", "32", "--steps", "4",
-                "--rounds", "2"])
-    lines = capsys.readouterr().out.splitlines()
-    joined = next(line for line in lines if line.startswith("joined steps"))
-    assert joined.endswith("4 caches bound")  # two layers: a key and a value cache each
-    assert any(line.endswith("left to builtin kernels beyond the cache updates: nothing")
-               for line in lines)
-    diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
-    # fp32 agrees within rounding; 8da4w's per-token int8 activations may turn a rounding into an int8 step
-    # (~2e-2 of scale on the 130M model); a wrongly joined graph gives ~0.2
-    assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
-    assert lines[-1].startswith("pterun ") and "prototype" in lines[-1]
-    with pytest.raises(SystemExit, match="do not fit a bucket of 16"):
-        proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--bucket", "16"])
-    # growing the prefix by resizing, as a decode would: 8 positions at a time through positions 10..25
-    proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--grow", "8", "--steps", "16", "--rounds", "2"])
-    lines = capsys.readouterr().out.splitlines()
-    diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
-    assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
-    assert any(line.endswith("L 32 at the end") for line in lines)  # position 25 needs 32
-    # the whole step: from the first delegate call to the logits, nothing left after the invoke
-    proto.main([str(FIXTURES / "llm" / f"{name}.pte"), "--pos", "10", "--grow", "8", "--steps", "8", "--rounds", "2",
-                "--whole"])
-    lines = capsys.readouterr().out.splitlines()
-    assert ", 0 after) into one model" in next(line for line in lines if line.startswith("joined steps"))
-    diff = next(line for line in lines if line.startswith("logits against pterun's steps"))
-    assert float(diff.split("max difference ")[1].split()[0]) < (1e-5 if name == "kv_xnn" else 5e-2)
-
-
 def test_the_peer_gets_the_same_seeded_inputs_from_its_metadata_dict():
     import run_one
     ml_dtypes = pytest.importorskip("ml_dtypes")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from fixtures_util import FORK_OF_A_THREADED_PROCESS
+from merge_util import without_attention_join
 from pterun import Runtime
 from pterun.delegates.xnnpack import graph as G
 from xnn_payloads import Graph, out_tensor, tensor
@@ -127,7 +128,8 @@ def _litert_plans(method):
     return [e for e in {id(e): e for e in method._runner.executors}.values() if getattr(e, "_sub", None) is not None]
 
 
-def test_a_method_on_two_threads_shares_one_interpreter_and_keeps_its_numbers():
+def test_a_method_on_two_threads_shares_one_interpreter_and_keeps_its_numbers(monkeypatch):
+    without_attention_join(monkeypatch)  # the layers merged one by one: several graphs to share an interpreter
     two = Runtime(num_threads=2, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")
     one = Runtime(num_threads=1, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")
     grouped = [p for p in _litert_plans(two) if p.num_threads == 2]
@@ -142,6 +144,7 @@ def test_an_interpreter_holds_at_most_group_bytes_of_model(monkeypatch):
     from pterun.delegates.xnnpack.litert_engine import plan as L
 
     monkeypatch.setattr(L, "GROUP_BYTES", 1)  # every graph is over it: each gets an interpreter of its own
+    without_attention_join(monkeypatch)
     method = Runtime(num_threads=2, engine="litert").load_program(LLM / "kv_xnn.pte").load_method("forward")
     plans = [p for p in _litert_plans(method) if p.num_threads == 2]
     assert len(plans) == 2 and plans[0]._interp is not plans[1]._interp

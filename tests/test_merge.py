@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from merge_util import add_later, find_runs_in, mean_values, merge_over, run_plan, slots
+from merge_util import add_later, find_runs_in, mean_values, merge_over, run_plan, slots, without_attention_join
 from pterun import Runtime
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.merge import CannotMerge
@@ -201,7 +201,10 @@ def _decode(method, steps=3):
 
 
 @needs_litert
-def test_llm_decode_merges_its_delegates_and_keeps_its_numbers():
+def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
+    """Where LiteRT cannot take the KV caches and attention (here: the backend told not to hold them), each
+    layer's delegates merge, and the cache updates and attention run between the calls."""
+    without_attention_join(monkeypatch)
     merged = Runtime(merge_delegates=True).load_program(LLM / "kv_xnn.pte").load_method("forward")
     separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
     runs = merged._runner.merged
@@ -221,6 +224,29 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers():
 
 
 @needs_litert
+@pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
+def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
+    """ExecuTorch's LLM exporter leaves update_cache and custom_sdpa between every layer's delegates; merged with
+    them, a step of the two-layer fixture is three calls, not 24 (or 5 without them), with the numbers kept."""
+    from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
+    merged = Runtime(merge_delegates=True).load_program(LLM / f"{name}.pte").load_method("forward")
+    separate = Runtime(merge_delegates=False).load_program(LLM / f"{name}.pte").load_method("forward")
+    runner = merged._runner
+    plan, ops = runner.plan.chains[0], runner.plan.operators
+    kv = [(run, ex) for run, ex, _ in runner.merged.values() if isinstance(ex, KvPlan)]
+    assert len(kv) == 1
+    run, ex = kv[0]
+    held = [ops[plan[pc].op_index] for pc in range(run.start, run.stop) if plan[pc].kind == KERNEL_CALL]
+    everywhere = [ops[ins.op_index] for ins in plan if ins.kind == KERNEL_CALL]
+    for op in ("llama::update_cache.out", "llama::custom_sdpa.out"):  # every one of them, in the one call
+        assert held.count(op) == everywhere.count(op) == {"llama::update_cache.out": 4}.get(op, 2)
+    assert ex.engine == "litert" and run.deferred == ()
+    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 3
+    for a, b in zip(_decode(separate, 40), _decode(merged, 40)):  # past 32 positions: the caches grow in the graph
+        assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+@needs_litert
 def test_trace_shows_a_merged_call_as_one_instruction():
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     (run, _, _), *_ = method._runner.merged.values()
@@ -233,9 +259,11 @@ def test_trace_shows_a_merged_call_as_one_instruction():
 
 
 @needs_litert
-def test_a_merged_call_moves_past_the_cache_update_and_attention_runs_after_it():
+def test_a_merged_call_moves_past_the_cache_update_and_attention_runs_after_it(monkeypatch):
     """Between a layer's projections and its rotary embedding, ExecuTorch writes the value cache; the merged call
-    holds both delegates, and the cache update (with the view it reads) runs right after it, in program order."""
+    holds both delegates, and the cache update (with the view it reads) runs right after it, in program order
+    (where the backend does not hold the update itself)."""
+    without_attention_join(monkeypatch)
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     plan, ops = method._runner.plan.chains[0], method._runner.plan.operators
     runs = [run for run, _, _ in method._runner.merged.values() if run.deferred]
@@ -329,6 +357,8 @@ def test_the_cache_update_moves_only_because_its_out_placeholder_is_declared_unw
     kernel's declaration that it never writes ``out`` lets the update move past that call."""
     from pterun.kernels import KERNELS
     from pterun.kernels.llm import update_cache_out
+
+    without_attention_join(monkeypatch)
 
     def deferred():
         method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
@@ -459,10 +489,18 @@ def test_load_dims_shrink_the_dynamic_bound_of_dynamic_inputs_only():
 def test_an_llm_is_prepared_at_one_token_and_grows_with_the_prompt():
     """LiteRT sizes its memory for the shapes an interpreter is prepared at: at the 127-token bound, a model
     holds activation memory for 127 tokens from load on (for a ~500M Llama, ~430 MB of its 1.39 GB after load)."""
+    from pterun.delegates.xnnpack.litert_engine.kvplan import GROW, KvPlan
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     plans = list({id(e): e for e in method._runner.executors}.values())
     assert method._runner.dynamic_sizes == frozenset({127})
+    kv = [p for p in plans if isinstance(p, KvPlan)]
+    assert len(kv) == 1  # the layers, with their caches and attention: prepared at one token over GROW positions
+    lengths = kv[0]._in_len  # every input is 1-D: the caches' first GROW positions of 2 x 16 elements are the
+    assert max(lengths.values()) == GROW * 32  # longest; a 127-token activation would be 127 x 64
+    assert sorted(lengths[e] for e in kv[0]._lay.caches if e < kv[0]._lay.n_in) == [GROW * 32] * 4
     for p in plans:
+        if isinstance(p, KvPlan):
+            continue
         for v, t in zip(p._graph.inputs, p.inputs):
             assert p._shapes[t[1]] == tuple(1 if d == 127 else d for d in v.dims)
         # ... and so is everything after the inputs: XNNPACK sizes its workspace for the model's declared dims

@@ -18,6 +18,8 @@ from __future__ import annotations
 from functools import partial
 from typing import NamedTuple
 
+import numpy as np
+
 from pterun import threads
 from pterun._log import logger
 from pterun.config import Settings
@@ -28,6 +30,7 @@ from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
 from pterun.interp.forms import absorbed_op, kernel_op
 from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
+from pterun.interp.tensor import Tensor
 
 __all__ = ["Delegates", "Merged", "Source", "load_delegates"]
 
@@ -142,19 +145,54 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
                      home=home, fixed=fixed, gone=gone)
     if not runs:
         return {}
+    caches = [p.inputs[1] for r in runs for p in r.parts if getattr(p, "op", None) == "update_cache"]
+    align_caches(caches, values, acc.shared, memory.arenas[2:])
     outside = slots_read_outside(plan, tags, values, acc)
     merged = {}
     declined = _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
-    if declined:  # runs a backend declined with operators held as kernels: tried again without those
+    if declined:  # runs a backend declined with operators held as kernels (or KV caches): tried again without
         def plain(backend: str, name: str, args: tuple):
             op = absorbed(backend, name, args)
-            return None if op is None or op.op == "kernel" else op
+            return None if op is None or op.op in _RETRIED else op
         again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc,
                           fixed=fixed, gone=gone)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
     return merged
+
+
+#: KV caches move to memory at this boundary (:func:`align_caches`)
+CACHE_ALIGN = 64
+
+
+def align_caches(slots, values: list, shared, shared_arenas: list) -> list[int]:
+    """Give each KV cache among ``slots`` (those a merged run writes with ``llama::update_cache``) memory of its
+    own at a :data:`CACHE_ALIGN`-byte boundary, its contents copied, where it lies elsewhere; the slots moved. A
+    backend that works on a cache in place may need the boundary (LiteRT does:
+    :mod:`pterun.delegates.xnnpack.litert_engine.kvplan`), and the memory plan places tensors at 16 bytes. Only a
+    cache no other value shares bytes with moves (``shared``, :class:`~pterun.interp.access.SharedBytes`), and none
+    in an arena the program's methods share (``shared_arenas``): another method reads it there."""
+    moved = []
+    for c in dict.fromkeys(slots):
+        t = values[c]
+        if not isinstance(t, Tensor) or t.dynamic or shared.overlapping(c):
+            continue
+        where = t.storage.ctypes.data
+        if where % CACHE_ALIGN == 0 or any(a.ctypes.data <= where < a.ctypes.data + a.nbytes
+                                           for a in shared_arenas if a.nbytes):
+            continue
+        raw = np.empty(t.storage.nbytes + CACHE_ALIGN, np.uint8)
+        start = -raw.ctypes.data % CACHE_ALIGN
+        own = raw[start:start + t.storage.nbytes]
+        own[:] = t.storage
+        t.rebind(own, t.shape)
+        moved.append(c)
+    return moved
+
+
+#: the forms of absorbed operators a declined run is merged again without
+_RETRIED = frozenset({"kernel", "update_cache", "sdpa"})
 
 
 def _quantizes(src: Source) -> bool:
@@ -191,7 +229,7 @@ def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outs
             got = None
         if got is not None:
             merged[run.chain, run.start] = Merged(run, *got)
-        elif any(getattr(p, "op", None) == "kernel" for p in run.parts):
+        elif any(getattr(p, "op", None) in _RETRIED for p in run.parts):
             declined.append((run.chain, run.start, run.stop))
     return declined
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from pterun.delegates import KernelArg
 from pterun.errors import InvalidProgramError
-from pterun.format.schema import BOOL, INT, INT_LIST, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
+from pterun.format.schema import BOOL, DOUBLE, INT, INT_LIST, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
 from pterun.interp.binding import Binder
 from pterun.interp.checks import check as check_geometry
 from pterun.interp.tensor import Tensor
@@ -43,7 +43,10 @@ def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set)
     ``mean`` (a ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its
     input) and ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time
     (a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and
-    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1)."""
+    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1); and an LLM's KV cache
+    and attention (:func:`_update_cache`, :func:`_sdpa`), whose position is an int read at run time."""
+    if form in _ATTENTION:
+        return _ATTENTION[form](args, values, tags, volatile)
     reader = _READERS.get(form)
     if reader is None:
         return None
@@ -207,3 +210,67 @@ def _slice(args, values, tags, volatile, rank):
 # form -> (arguments up to and including ``out``, attributes maker)
 _READERS = {"mean": (5, _mean), "view": (3, _view), "reshape": (3, _reshape), "squeeze": (3, _squeeze),
             "slice": (6, _slice)}
+
+
+def _cache(slot: int, values: list, tags: list) -> Tensor | None:
+    """The KV cache at ``slot`` when a merged graph can hold it in place: a static, row-major float32 tensor
+    ``[1, positions, heads, head dim]``; else None."""
+    t = values[slot] if tags[slot] == TENSOR else None
+    if not isinstance(t, Tensor) or t.dynamic or t.dtype != np.float32 or len(t.shape) != 4 or t.shape[0] != 1 or \
+            t.dim_order != (0, 1, 2, 3) or 0 in t.shape:
+        return None
+    return t
+
+
+def _rows(slot: int, values: list, tags: list, cache: Tensor) -> Tensor | None:
+    """The float32 ``[1, S, heads, head dim]`` tensor at ``slot`` whose rows fit ``cache``, else None."""
+    t = values[slot] if tags[slot] == TENSOR else None
+    if not isinstance(t, Tensor) or t.dtype != np.float32 or len(t.shape) != 4 or t.dim_order != (0, 1, 2, 3) or \
+            t.shape[0] != 1 or t.shape[2:] != cache.shape[2:] or not 0 < t.shape[1] <= cache.shape[1]:
+        return None
+    return t
+
+
+def _update_cache(args, values, tags, volatile) -> Absorbed | None:
+    """``llama::update_cache.out(value, cache, start_pos, out)``: ``inputs`` (value, cache, start_pos), ``outputs``
+    (cache,): the rows are written into the cache in place, at the position the int ``start_pos`` holds when the
+    method runs. ``out`` is a placeholder the kernel never writes."""
+    if len(args) not in (4, 5):
+        return None
+    value, cache, pos = args[:3]
+    c = _cache(cache, values, tags)
+    if c is None or _rows(value, values, tags, c) is None or tags[pos] != INT:
+        return None
+    return Absorbed("update_cache", (value, cache, pos), (cache,), {})
+
+
+def _sdpa(args, values, tags, volatile) -> Absorbed | None:
+    """``llama::custom_sdpa.out(query, key, value, start_pos, attn_mask, drpout_p, is_causal, scale, out)`` without a
+    mask or dropout, ``is_causal`` and ``scale`` fixed at load: ``inputs`` (query, key cache, value cache,
+    start_pos), ``outputs`` (out,); ``attrs`` ``causal`` and ``scale`` (None: 1/sqrt(head dim))."""
+    if len(args) not in (9, 10) or (len(args) == 10 and args[9] != args[8]):
+        return None
+    q, k, v, pos, mask, drop, causal, scale, out = args[:9]
+    kc, vc = _cache(k, values, tags), _cache(v, values, tags)
+    if kc is None or vc is None or kc.shape != vc.shape or tags[pos] != INT or tags[mask] != NULL:
+        return None
+    qt, ot = values[q], values[out]
+    if not isinstance(qt, Tensor) or not isinstance(ot, Tensor) or qt.dtype != np.float32 or \
+            ot.dtype != np.float32 or len(qt.shape) != 4 or qt.dim_order != (0, 1, 2, 3) or \
+            ot.dim_order != (0, 1, 2, 3) or tuple(qt.shape) != tuple(ot.shape) or qt.shape[0] != 1 or \
+            qt.shape[3] != kc.shape[3] or qt.shape[2] % kc.shape[2] or not 0 < qt.shape[1] <= kc.shape[1]:
+        return None
+    if tags[drop] != DOUBLE or drop in volatile or values[drop] != 0.0 or tags[causal] != BOOL or \
+            causal in volatile:
+        return None
+    if tags[scale] == DOUBLE and scale not in volatile and isinstance(values[scale], float):
+        s = values[scale]
+    elif tags[scale] == NULL:
+        s = None
+    else:
+        return None
+    return Absorbed("sdpa", (q, k, v, pos), (out,), {"causal": bool(values[causal]), "scale": s})
+
+
+#: forms of the KV cache and attention (their reading differs from the one-tensor forms of :data:`_READERS`)
+_ATTENTION = {"update_cache": _update_cache, "sdpa": _sdpa}

@@ -202,6 +202,26 @@ def _check_rounding(graph: Graph, exact: bool) -> None:
         n.fields["bitwise"] = True
 
 
+def _holds_attention(graph: Graph) -> bool:
+    from pterun.delegates.xnnpack import graph as G
+
+    return any(n.kind in (G.KV_UPDATE, G.SDPA) for n in graph.nodes)
+
+
+def _kv_plan(graph: Graph, tensors: list, args: tuple, ctx: DelegateContext):
+    """(LiteRT plan, args) for a merged graph with KV caches and attention (:mod:`.litert_engine.kvplan`), or None
+    where LiteRT cannot run it (the run is then merged again without them)."""
+    from pterun.delegates.xnnpack import litert_engine as L
+
+    try:
+        from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
+
+        return KvPlan(graph, tensors, args, litert_threads(graph, ctx.num_threads), ctx.dynamic_sizes), args
+    except (L.Unsupported, L.Unavailable) as e:
+        logger().debug("XNNPACK delegates with KV caches not merged: %s", e)
+        return None
+
+
 def _numpy(graph: Graph):
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
@@ -227,6 +247,8 @@ class XnnpackBackend(Backend):
         "aten::squeeze_copy.dims_out": "squeeze",
         "aten::squeeze_copy.dim_out": "squeeze",
         "aten::slice_copy.Tensor_out": "slice",
+        "llama::update_cache.out": "update_cache",
+        "llama::custom_sdpa.out": "sdpa",
         **{name: "kernel" for name in sorted(KERNEL_OPS)},
     })
 
@@ -301,6 +323,8 @@ class XnnpackBackend(Backend):
         except CannotMerge as e:
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
+        if _holds_attention(graph):
+            return _kv_plan(graph, tensors, args, ctx)
         dims = load_dims(ctx.dynamic_sizes, lambda ext: getattr(tensors[args[ext]], "dynamic", False))
         plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims, batch=_batch(ctx),
                           cache_dir=ctx.cache_dir)

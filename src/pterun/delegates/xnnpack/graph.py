@@ -30,7 +30,7 @@ from pterun.delegates.xnnpack.payload import (  # noqa: F401  (the graph's vocab
     QUANTIZED, QUINT8, STORAGE_DTYPES, VALUE_EXTERNAL_INPUT, VALUE_EXTERNAL_OUTPUT, Node, Quant, Value)
 from pterun.errors import DelegateError
 
-__all__ = ["Graph", "MEAN", "KERNEL", "EXTRA_NODE_TYPES",
+__all__ = ["Graph", "MEAN", "KERNEL", "KV_UPDATE", "SDPA", "EXTRA_NODE_TYPES",
            "BF16", "BOOL", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
            "FLAG_TENSORFLOW_LEGACY", "FLAG_TENSORFLOW_SAME_PADDING", "FLAG_TRANSPOSE_WEIGHTS", "FP16", "FP32", "INT32",
            "INT64", "INVALID_ID", "NODE_TYPES", "PER_CHANNEL", "PER_CHANNEL_GROUP", "PER_TENSOR", "PER_TOKEN", "QBINT4",
@@ -45,10 +45,18 @@ Fail = Callable[[str], Exception]
 #: ``keepdim``), and a portable operator held as itself (fields ``input1_id``, ``input2_id``, ... in the
 #: operator's order, ``output_id`` its first output, ``op`` its name, ``args`` its schema arguments with
 #: :class:`pterun.delegates.KernelArg` for the tensors, ``call`` the kernel: the NumPy engine runs that, the
-#: LiteRT engine its lowering to TFLite operators).
+#: LiteRT engine its lowering to TFLite operators). Two more hold an LLM's KV cache and attention, for the LiteRT
+#: engine alone (:mod:`.litert_engine.attention`): ``KvUpdate`` writes rows into a cache held flat (fields
+#: ``input1_id`` the cache, ``input2_id`` the rows, ``input3_id`` the int32 element offset, ``output_id``: the cache
+#: again, in place) and ``Sdpa`` attends over the first positions of two such caches (``input1_id`` the query
+#: ``[1, S, Hq, D]``, ``input2_id`` and ``input3_id`` the key and value caches, ``input4_id`` each key's position,
+#: ``input5_id`` the last position each query row may see, ``output_id``; ``hkv``, ``hq``, ``d``, ``s``,
+#: ``scale``, ``causal``).
 MEAN = -1
 KERNEL = -2
-EXTRA_NODE_TYPES = {MEAN: "Mean", KERNEL: "Kernel"}
+KV_UPDATE = -3
+SDPA = -4
+EXTRA_NODE_TYPES = {MEAN: "Mean", KERNEL: "Kernel", KV_UPDATE: "KvUpdate", SDPA: "Sdpa"}
 
 
 def _fail(what: str) -> DelegateError:

@@ -42,7 +42,7 @@ class CannotMerge(Exception):
 
 #: the forms of :class:`pterun.interp.merge.Absorbed` a merged graph holds as nodes (see ``_absorbed_node``;
 #: ``kernel``: a :data:`.graph.KERNEL` node)
-FORMS = ("mean", "view", "reshape", "squeeze", "slice", "kernel")
+FORMS = ("mean", "view", "reshape", "squeeze", "slice", "kernel", "update_cache", "sdpa")
 
 
 def absorbs(op) -> bool:
@@ -95,6 +95,7 @@ class _Merger:
         self.constants: dict[int, int] = {}  # slot of a small program constant -> the graph's constant value
         self.written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
         self.dropped: set[int] = set()  # slots a kernel node writes in the program but not in the graph
+        self.caches: dict[int, int] = {}  # KV cache slot -> elements a position holds (see .attention)
 
     def add(self, v: G.Value, **changes) -> int:
         vid = len(self.values)
@@ -240,6 +241,10 @@ class _Merger:
         """An absorbed operator: one node of the merged graph."""
         if part.op == "kernel":
             return self.kernel(part)
+        if part.op in ("update_cache", "sdpa"):
+            from pterun.delegates.xnnpack.litert_engine.attention import join
+
+            return join(self, part)
         (x,), (out,) = part.inputs, part.outputs
         tensors = self.tensors
         src = self.read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
@@ -265,7 +270,7 @@ class _Merger:
                 raise CannotMerge(f"slot {slot} is read outside the run, but the kernel node writing it in the "
                                   "program does not produce it in the graph")
         for vid, slot in self.written:
-            if self.current[slot] == vid and outside(slot):
+            if self.current[slot] == vid and (outside(slot) or slot in self.caches):  # a cache is method state
                 if vid in seen:
                     raise CannotMerge(f"value {vid} is written to two slots")
                 seen.add(vid)
@@ -274,7 +279,8 @@ class _Merger:
         folded = [slot for vid, slot in outs if values[vid].data is not None]
         if folded:
             raise CannotMerge(f"slots {folded}: operators on constants that something outside the run reads")
-        args = tuple(self.inputs) + tuple(slot for _, slot in outs)
+        # an input of the position's (see .attention) is keyed (kind, int slot, ...): the call passes that int
+        args = tuple(k[1] if isinstance(k, tuple) else k for k in self.inputs) + tuple(slot for _, slot in outs)
         for k, vid in enumerate(self.inputs.values()):
             values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_INPUT)
         for k, (vid, _) in enumerate(outs, len(self.inputs)):

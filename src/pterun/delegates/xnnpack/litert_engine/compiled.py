@@ -35,14 +35,14 @@ from pterun.config import cache_max_bytes
 from pterun.delegates.xnnpack.litert_engine.cache import Cache, model_key
 from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
-__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "open_compiled", "open_prepared"]
+__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "litert_api", "open_compiled", "open_prepared"]
 
 _lock = threading.Lock()
 _api = None  # (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, environment, version)
 _ALIGN = 64  # LiteRT's alignment for host memory it writes
 
 
-def _litert_api():
+def litert_api():
     """LiteRT's CompiledModel API and the process's environment, or None where this LiteRT has none."""
     global _api
     with _lock:
@@ -106,7 +106,7 @@ def open_compiled(laid, num_threads: int, cache_dir: str):
     state, path = cache.lookup(k)
     if state not in ("hit", "miss"):
         return None  # before the CompiledModel API is imported: a first load pays nothing for it
-    api = _litert_api()
+    api = litert_api()
     if api is None:
         return None
     CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api

@@ -15,13 +15,14 @@ from typing import NamedTuple
 import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.litert_engine.attention import AttentionRules
 from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
 from pterun.delegates.xnnpack.litert_engine.lower import KernelRules
 from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
 from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter, Unwritten
 from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
 
-__all__ = ["Part", "Translation", "combine", "translate", "translate_laid", "translate_part"]
+__all__ = ["Part", "Translation", "combine", "translate", "translate_laid", "translate_part", "translate_signed"]
 
 F32 = np.float32
 _TYPES = {G.BOOL: "BOOL", G.INT64: "INT64", G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8",
@@ -30,7 +31,7 @@ _FUSES = frozenset({"Conv2d", "DepthwiseConv2d", "FullyConnected", "Add", "Subtr
                     "MaxPooling2d", "AvgPooling2d", "Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5"})
 
 
-class _Translator(NodeRules, KernelRules, ModelWriter):
+class _Translator(NodeRules, KernelRules, AttentionRules, ModelWriter):
     def __init__(self, graph: G.Graph):
         super().__init__()
         self.g = graph
@@ -366,6 +367,20 @@ def translate(graph: G.Graph) -> Translation:
     """
     tr, laid = translate_laid(graph)
     return tr._replace(model=laid.fill())
+
+
+def translate_signed(graph: G.Graph) -> bytes:
+    """The TFLite model of ``graph`` with a signature (:meth:`.writer.ModelWriter.signed`), for LiteRT's
+    CompiledModel; raises as :func:`translate` does."""
+    modules()
+    try:
+        tr = _Translator(graph)
+        ins, outs = tr.build()
+        return bytes(tr.signed(ins, outs).fill())
+    except (Unsupported, Unavailable):
+        raise
+    except Exception as e:  # a field out of TFLite's range
+        raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
 def translate_laid(graph: G.Graph) -> tuple[Translation, Unwritten]:

@@ -141,6 +141,12 @@ class ModelWriter:
         """The model of one subgraph laid out but not yet written (see :class:`Unwritten`)."""
         return self._layout([self.subgraph(ins, outs)])
 
+    def signed(self, ins: list[int], outs: list[int]) -> Unwritten:
+        """:meth:`layout` with one signature, ``main``, naming input ``j`` ``i{j:04d}`` and output ``j``
+        ``o{j:04d}`` (LiteRT's CompiledModel finds tensors by signature)."""
+        maps = [[TFL.TensorMap(f"{p}{j:04d}", int(t)) for j, t in enumerate(ts)] for p, ts in (("i", ins), ("o", outs))]
+        return self._layout([self.subgraph(ins, outs)], [TFL.SignatureDef("main", 0, *maps)])
+
     def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
         return self._layout(subgraphs, signatures).fill()
 

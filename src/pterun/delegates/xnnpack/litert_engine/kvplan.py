@@ -1,0 +1,305 @@
+"""The LiteRT plan of a merged graph that holds KV caches and attention (:mod:`.attention`): a decode step of an
+exported LLM as one invoke.
+
+:class:`KvPlan` runs the graph on LiteRT's ``CompiledModel``, which takes arrays of pterun's own as the memory of
+its inputs and outputs (``TensorBuffer.create_from_host_memory``). Each KV cache is the method's own array: the
+first ``L`` positions of its memory are bound as the cache's input and as its output, so the graph's
+DYNAMIC_UPDATE_SLICE writes the new rows where the method keeps them. LiteRT works on such memory in place only at
+a 64-byte boundary (elsewhere it copies, and the writes are lost): the plan refuses a cache that is not aligned,
+and the interpreter gives caches aligned memory of their own before merging
+(:func:`pterun.interp.delegates.align_caches`).
+
+On each call the plan reads the position (the ints the graph's position inputs stand for) and the sequence
+length ``S`` (from the run-time shape of an input that carries it), and works out ``L``: the positions in use,
+``max(start_pos) + S``, rounded up to :data:`GROW`. When ``L`` or a shape changes, LiteRT's inputs are resized,
+which has XNNPACK prepare the graph again (~1 ms for a 12-layer model); every :data:`GROW` tokens of a decode,
+and once between a prefill and its decode. Then it writes the element offsets (host memory too), the masks and
+the other inputs (LiteRT's own buffers), invokes once, and copies the other outputs into the method's tensors.
+
+A position past the cache raises :class:`pterun.errors.DelegateError` before anything is written, as
+``update_cache`` refuses it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import threading
+import weakref
+
+import numpy as np
+
+from pterun.delegates.xnnpack import graph as G
+from pterun.delegates.xnnpack.binding import input_array, write_output
+from pterun.delegates.xnnpack.litert_engine.compiled import litert_api
+from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
+from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
+from pterun.delegates.xnnpack.litert_engine.translate import translate_signed
+from pterun.errors import DelegateError
+
+__all__ = ["ALIGN", "GROW", "KvPlan"]
+
+#: The cache positions in the graph grow by this many at a time (each growth prepares XNNPACK again). Measured on
+#: the 130M Llama, one thread: 16 positions cost more in preparing than they save in attention; 64 read ~30 more
+#: positions a step on average than 32 for nothing.
+GROW = 32
+#: LiteRT works in place only on host memory at this boundary
+ALIGN = 64
+
+
+class _Layout:
+    """What the plan reads from the graph at load: which external inputs are caches (with their output twins),
+    element offsets, key and query positions, and the rest; the declared sequence length and where a call's is
+    read from."""
+
+    def __init__(self, graph: G.Graph, tensors: list, args: tuple, dynamic_sizes: frozenset):
+        ext = {v.id: v.external_id for v in list(graph.inputs) + list(graph.outputs)}
+        self.n_in = len(graph.inputs)
+        self.offsets: dict[int, int] = {}  # input -> elements per position
+        self.keys: set[int] = set()  # inputs holding each key's position
+        self.queries: dict[int, tuple] = {}  # input -> (query heads per kv head, causal)
+        self.caches: dict[int, int] = {}  # input or output -> elements per position (a cache's first L bound)
+        declared = set()
+        for n in graph.nodes:
+            f = n.fields
+            if n.kind == G.KV_UPDATE:
+                self.offsets[ext[f["input3_id"]]] = f["row"]
+                for k in ("input1_id", "output_id"):
+                    if f[k] in ext:
+                        self.caches[ext[f[k]]] = f["row"]
+                declared.add(f["s"])
+            elif n.kind == G.SDPA:
+                self.keys.add(ext[f["input4_id"]])
+                self.queries[ext[f["input5_id"]]] = (f["hq"] // f["hkv"], f["causal"])
+                for k in ("input2_id", "input3_id"):
+                    if f[k] in ext:
+                        self.caches[ext[f[k]]] = f["hkv"] * f["d"]
+                declared.add(f["s"])
+        if len(declared) != 1:
+            raise Unsupported(f"attention over sequence lengths {sorted(declared)} in one graph")
+        self.s = declared.pop()
+        lengths = {tensors[args[e]].shape[1] for e in self.caches}
+        if len(lengths) != 1:
+            raise Unsupported("KV caches of different lengths in one graph")
+        self.p = lengths.pop()
+        for e in self.caches:
+            if tensors[args[e]].array.ctypes.data % ALIGN:
+                raise Unsupported(f"KV cache (value {args[e]}) is not at a {ALIGN}-byte boundary")
+        self.others: dict[int, tuple] = {}  # input -> its dims, 0 for the one the call's shape decides
+        for v in graph.inputs:
+            e = v.external_id
+            if e in self.caches or e in self.offsets or e in self.keys or e in self.queries:
+                continue
+            dynamic = getattr(tensors[args[e]], "dynamic", False)
+            dims = tuple(0 if dynamic and d in dynamic_sizes else d for d in v.dims)
+            if dims.count(0) > 1:
+                raise Unsupported(f"input {e} {list(v.dims)} has more than one dim that changes at run time")
+            self.others[e] = dims
+        self.outs = [e for e in range(self.n_in, len(args)) if e not in self.caches]
+        # the sequence length of a call: the dim of a dynamic input declared at the attention's bound
+        self.seq_at = None
+        if self.s in dynamic_sizes:
+            self.seq_at = next(((e, dims.index(0)) for e, dims in self.others.items()
+                                if 0 in dims and graph.values[_input_id(graph, e)].dims[dims.index(0)] == self.s),
+                               None)
+            if self.seq_at is None:
+                raise Unsupported("no input of the graph carries the attention's sequence length")
+
+
+def _input_id(graph: G.Graph, e: int) -> int:
+    return next(v.id for v in graph.inputs if v.external_id == e)
+
+
+def _flattened(graph: G.Graph, others: dict) -> G.Graph:
+    """``graph`` with each of ``others`` (external input -> dims, 0: the one the call decides) taken as a 1-D
+    input and reshaped to its dims inside the graph: LiteRT binds host memory to 1-D inputs only."""
+    values, nodes = dict(graph.values), []
+    nid = max(values) + 1
+    for v in graph.inputs:
+        dims = others.get(v.external_id)
+        if dims is None:
+            continue
+        values[nid] = v._replace(id=nid, dims=(math.prod(v.dims),))
+        values[v.id] = v._replace(external_id=None, flags=0)
+        nodes.append(G.Node(len(nodes), _RESHAPE, "StaticReshape", {"num_dims": len(dims), "new_shape": list(dims),
+                                                                    "flags": 0, "input_id": nid, "output_id": v.id},
+                            -math.inf, math.inf, None))
+        nid += 1
+    nodes += [n._replace(index=len(nodes) + k) for k, n in enumerate(graph.nodes)]
+    return G.Graph(values, nodes, graph.num_externs)
+
+
+_RESHAPE = next(kind for kind, (name, _) in G.NODE_TYPES.items() if name == "StaticReshape")
+
+
+class KvPlan:
+    """The executor of a merged graph with KV caches and attention (see the module docstring)."""
+
+    engine = "litert"
+    engine_reason: str | None = None
+
+    def __init__(self, graph: G.Graph, tensors: list, args: tuple, num_threads: int, dynamic_sizes: frozenset):
+        self._lay = lay = _Layout(graph, tensors, args, frozenset(dynamic_sizes))
+        self._dtypes = {v.external_id: np.dtype(G.STORAGE_DTYPES[v.datatype]) for v in graph.inputs}
+        self.num_threads = num_threads
+        self._lock = threading.Lock()
+        # memory of the plan's own for what is not a cache: each input at its upper bound, bound by its prefix
+        self._own = {e: _aligned((1,), np.int32) for e in lay.offsets}
+        self._own.update({e: np.arange(lay.p, dtype=np.float32) for e in lay.keys})
+        self._own.update({e: _aligned((lay.s * rep,), np.float32) for e, (rep, _) in lay.queries.items()})
+        self._own.update({e: _aligned((math.prod(d if d else lay.s for d in dims),), self._dtypes[e])
+                          for e, dims in lay.others.items()})
+        for e in lay.keys:
+            self._own[e] = _aligned_copy(self._own[e])
+        # prepared at one token and the first GROW positions: LiteRT sizes its memory for what it is prepared at
+        s0 = 1 if lay.seq_at is not None else lay.s
+        L0 = min(lay.p, GROW)
+        shapes = self._lengths(L0, s0, {e: tuple(d if d else 1 for d in dims) for e, dims in lay.others.items()})
+        self._model = translate_signed(declared_at(_flattened(graph, lay.others), set(dynamic_sizes),
+                                                   {e: (n,) for e, n in shapes.items()}))
+        self._state = None  # (L, S, input shapes) the buffers are bound for
+        self._cm = None
+        self._open()
+        _PLANS.add(self)
+
+    def _lengths(self, L: int, s: int, shapes: dict) -> dict:
+        """The length of each 1-D input for ``L`` positions, ``s`` queries and the other inputs at ``shapes``."""
+        lay = self._lay
+        got = {e: L * row for e, row in lay.caches.items() if e < lay.n_in}
+        got.update({e: 1 for e in lay.offsets})
+        got.update({e: L for e in lay.keys})
+        got.update({e: s * rep for e, (rep, _) in lay.queries.items()})
+        got.update({e: math.prod(shape) for e, shape in shapes.items()})
+        return got
+
+    def _open(self) -> None:
+        api = litert_api()
+        if api is None:
+            raise Unsupported("LiteRT's CompiledModel API is not usable here")
+        CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api
+        options = Options(hardware_accelerators=HardwareAccelerator.CPU,
+                          cpu_options=CpuOptions(num_threads=max(int(self.num_threads), 1)))
+        try:
+            with capture_native_stderr():
+                cm = CompiledModel.from_buffer(self._model, environment=env, options=options)
+        except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
+            raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
+        sig = cm.get_signature_by_index(0)
+        ins = cm.get_input_tensor_details(sig["key"])
+        # the position of each external input and output among the signature's (LiteRT lists them its own way)
+        names = list(sig["inputs"])
+        self._in_pos = [names.index(f"i{e:04d}") for e in range(self._lay.n_in)]
+        self._out_names = list(sig["outputs"])
+        self._in_len = {e: int(np.prod(ins[f"i{e:04d}"]["shape"])) for e in range(self._lay.n_in)}
+        self._cm, self._TB, self._key = cm, TensorBuffer, sig["key"]
+        self._state = None
+
+    def _forked(self) -> None:
+        """In a forked child the model's thread pool has no threads: it is kept (never destroyed) and replaced on
+        the first call."""
+        if self._cm is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(self._cm))
+        self._cm, self._state = None, None
+
+    def execute(self, args: list) -> None:
+        lay = self._lay
+        with self._lock:
+            if self._cm is None:
+                self._open()
+            others = [(e, input_array(args, e, self._dtypes[e])) for e in lay.others]
+            s = lay.s if lay.seq_at is None else dict(others)[lay.seq_at[0]].shape[lay.seq_at[1]]
+            pos = {e: args[e] for e in list(lay.offsets) + list(lay.queries)}
+            for e, p in pos.items():
+                if not isinstance(p, (int, np.integer)):
+                    raise DelegateError(f"KV cache position must be an int, got {type(p).__name__}")
+                if not 0 <= p or p + s > lay.p:
+                    raise DelegateError(f"start_pos {int(p)} + seq_len {s} does not fit the cache's {lay.p} "
+                                        "positions")
+            need = max(pos.values(), default=0) + s
+            L = min(lay.p, -(-need // GROW) * GROW)
+            shapes = tuple(a.shape for _, a in others)
+            if self._state != (L, s, shapes):
+                self._prepare(L, s, others, args)
+            own = self._own
+            for e, row in lay.offsets.items():
+                own[e][0] = pos[e] * row
+            for e, (rep, causal) in lay.queries.items():
+                q = own[e][:s * rep].reshape(s, rep)
+                q[...] = (np.arange(pos[e], pos[e] + s, dtype=np.float32)[:, None] if causal else
+                          np.float32(pos[e] + s - 1))
+            for e, a in others:
+                np.copyto(own[e][:a.size].reshape(a.shape), a)
+            try:
+                self._cm.run_by_index(0, self._ins, self._outs)
+            except (ValueError, RuntimeError) as e:
+                raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
+            for e, got in self._out_arrays:
+                t = args[e]
+                a = getattr(t, "array", None)
+                if a is not None and a.shape == got.shape and a.flags.c_contiguous:
+                    np.copyto(a, got, casting="unsafe")
+                else:
+                    write_output(args, e, got)
+
+    def _prepare(self, L: int, s: int, others: list, args: list) -> None:
+        """Resize LiteRT's inputs for ``L`` positions, ``s`` queries and the other inputs' shapes, and bind the
+        memory of a call at them: every input and output is memory of pterun's (the caches the method's own)."""
+        lay, cm, TB = self._lay, self._cm, self._TB
+        lengths = self._lengths(L, s, {e: a.shape for e, a in others})
+        try:
+            with capture_native_stderr():
+                for e, n in lengths.items():
+                    if self._in_len[e] != n:
+                        cm.resize_input_tensor(self._in_pos[e], [n], 0, strict=False)
+                        self._in_len[e] = n
+                ins = [None] * lay.n_in
+                for e, n in lengths.items():
+                    memory = _prefix(args[e], n) if e in lay.caches else self._own[e][:n]
+                    ins[self._in_pos[e]] = TB.create_from_host_memory(memory)
+                details = cm.get_output_tensor_details(self._key)
+                outs, arrays = [], []
+                for name in self._out_names:  # in the signature's order
+                    e = lay.n_in + int(name[1:])
+                    if e in lay.caches:  # the cache's input memory again: written in place
+                        outs.append(TB.create_from_host_memory(_prefix(args[e], L * lay.caches[e])))
+                        continue
+                    a = _aligned(tuple(details[name]["shape"]), np.dtype(details[name]["dtype"]))
+                    arrays.append((e, a))
+                    outs.append(TB.create_from_host_memory(a.reshape(-1)))
+        except (ValueError, RuntimeError) as e:
+            self._state = None
+            raise DelegateError(f"XNNPACK delegate (LiteRT engine) cannot take {s} tokens over {L} cached "
+                                f"positions: {str(e).strip()[:200]}") from e
+        self._ins, self._outs, self._out_arrays = ins, outs, arrays
+        self._state = (L, s, tuple(a.shape for _, a in others))
+
+
+def _prefix(t, n: int) -> np.ndarray:
+    """The first ``n`` elements of the cache tensor ``t``'s memory (a flat view of the method's array)."""
+    return t.array.reshape(-1)[:n]
+
+
+def _aligned_copy(a: np.ndarray) -> np.ndarray:
+    out = _aligned(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
+def _aligned(shape: tuple, dtype: np.dtype) -> np.ndarray:
+    n = math.prod(shape) * np.dtype(dtype).itemsize
+    raw = np.zeros(n + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + n].view(dtype).reshape(shape)
+
+
+_PLANS: weakref.WeakSet = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for plan in list(_PLANS):
+        plan._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
