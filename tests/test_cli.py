@@ -442,6 +442,24 @@ def test_python_dash_m(module):
     assert r.stderr.splitlines()[-1] == "pterun demo: error: argument --repeat: must be at least 1, got 0"
 
 
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
+def test_the_command_exits_without_litert_s_teardown_lines_and_keeps_its_status(tmp_path):
+    """LiteRT's CompiledModel (here: an LLM's layers and caches joined into one call) leaves an environment that
+    logs two INFO lines when the process tears its C++ objects down; the command exits without them, after
+    Python's exit handlers (the entry point and ``python -m pterun`` alike)."""
+    llm = str(FIXTURES / "llm" / "kv_xnn.pte")
+    flag = tmp_path / "exit-handlers-ran"
+    code = ("import atexit, pathlib, sys; atexit.register(pathlib.Path(sys.argv.pop(1)).touch); "
+            "sys.argv[0] = 'pterun'; from pterun.cli import command; command()")
+    r = subprocess.run([sys.executable, "-c", code, str(flag), "--engine", "litert", "bench", llm, "--repeat", "1"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert r.returncode == 0 and "per run" in r.stdout and flag.exists()
+    assert "DestroyAccelerator" not in r.stderr and "Traceback" not in r.stderr
+    r = subprocess.run([sys.executable, "-m", "pterun", "--engine", "litert", "run", llm], capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)})
+    assert r.returncode == 0 and "output 0: float32[1, 512]" in r.stdout and "DestroyAccelerator" not in r.stderr
+
+
 @pytest.mark.parametrize("before", [True, False])
 def test_engine_is_a_global_option_too(before, monkeypatch, capsys):
     monkeypatch.setenv("PTERUN_ENGINE", "auto")  # the flag beats the variable (restored after the test)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["command", "main", "build_parser"]
 
 
 def build_parser():
@@ -129,3 +129,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a second Ctrl-C while saying so
         pass
     return 130
+
+
+def command() -> None:
+    """The ``pterun`` executable: :func:`main`, then exit with its status. Where LiteRT's ``CompiledModel`` ran (a
+    model with KV caches joined into one call, or the packed-weight cache), LiteRT's own environment logs two
+    ``INFO: ... DestroyAccelerator`` lines to stderr as the process's C++ objects are torn down; the command
+    exits without that teardown, once Python's exit handlers have run and the streams are flushed."""
+    status = main()
+    compiled = sys.modules.get("pterun.delegates.xnnpack.litert_engine.compiled")
+    if compiled is None or not compiled.used():
+        sys.exit(status)
+    import atexit
+    import os
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)

@@ -1,7 +1,5 @@
 """``python -m pterun.cli``: the ``pterun`` command."""
 
-import sys
+from pterun.cli import command
 
-from pterun.cli import main
-
-sys.exit(main())
+command()

@@ -35,7 +35,7 @@ from pterun.config import cache_max_bytes
 from pterun.delegates.xnnpack.litert_engine.cache import Cache, model_key
 from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
-__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "litert_api", "open_compiled", "open_prepared"]
+__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "litert_api", "open_compiled", "open_prepared", "used"]
 
 _lock = threading.Lock()
 _api = None  # (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, environment, version)
@@ -72,6 +72,11 @@ def litert_api():
                 logger().debug("LiteRT's CompiledModel is not usable, no packed-weight cache: %s", e)
                 _api = False
         return _api or None
+
+
+def used() -> bool:
+    """Whether this process has made LiteRT's CompiledModel API ready (its environment then lives to the end)."""
+    return bool(_api)
 
 
 def _litert_version() -> str:

@@ -1,0 +1,160 @@
+"""An LLM's layers with their KV caches and attention as one LiteRT call (issue #24, deliverable 2):
+``llama::update_cache`` and ``llama::custom_sdpa`` inside a merged graph, run by
+:class:`pterun.delegates.xnnpack.litert_engine.kvplan.KvPlan` on the method's own cache memory."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+
+from fixtures_util import FIXTURES, FORK_OF_A_THREADED_PROCESS
+from pterun import Runtime
+from pterun.errors import DelegateError
+
+needs_litert = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
+                                  reason="ai-edge-litert is not installed")
+pytestmark = needs_litert
+LLM = FIXTURES / "llm"
+
+
+def _load(name: str = "kv_xnn", merge: bool = True, threads: int = 1):
+    return Runtime(merge_delegates=merge, num_threads=threads).load_program(LLM / f"{name}.pte").load_method("forward")
+
+
+def _kv(method):
+    """(run, KvPlan, argument slots) of the method's one joined call."""
+    from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
+    (got,) = [(run, ex, args) for run, ex, args in method._runner.merged.values() if isinstance(ex, KvPlan)]
+    return got
+
+
+def _prompt(method, tokens, start=0):
+    return method.execute([np.asarray(tokens, np.int64)[None], np.array([start], np.int64)])[0].copy()
+
+
+def _cache_slots(method) -> list[int]:
+    _, ex, args = _kv(method)
+    return sorted({args[e] for e in ex._lay.caches})
+
+
+def test_the_caches_are_the_method_s_own_memory_at_64_bytes_written_in_place():
+    joined, separate = _load(), _load(merge=False)
+    slots = _cache_slots(joined)
+    assert len(slots) == 4  # two layers, a key and a value cache each
+    arena = joined._runner.arenas[1]
+    lo = arena.__array_interface__["data"][0]
+    values = joined._runner.values
+    for s in slots:  # moved out of the arena (where the memory plan put them at 16 bytes) to a 64-byte boundary
+        where = values[s].array.__array_interface__["data"][0]
+        assert where % 64 == 0 and not lo <= where < lo + arena.nbytes
+    before = {s: values[s].array for s in slots}
+    _prompt(joined, [5, 6, 7, 8, 9])
+    _prompt(separate, [5, 6, 7, 8, 9])
+    for s in slots:
+        got, want = values[s].array, separate._runner.values[s].array
+        assert got is before[s]  # the same array: the rows went where the method keeps its cache
+        assert np.abs(got[0, :5]).max() > 0 and not got[0, 5:].any()  # five rows written, nothing else
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_new_prompt_at_position_0_after_a_long_decode_gives_a_fresh_method_s_numbers():
+    """The positions in the graph grew past 32 during the decode; a new prompt shrinks them again."""
+    method, fresh = _load(), _load()
+    _prompt(method, [1, 2, 3, 4])
+    for p in range(4, 40):
+        _prompt(method, [p % 50], p)
+    assert _kv(method)[1]._state[0] == 64  # positions 0..39 in use: two steps of 32
+    a, b = _prompt(method, [9, 8, 7]), _prompt(fresh, [9, 8, 7])
+    assert _kv(method)[1]._state[0] == 32
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
+
+
+def test_a_position_past_the_cache_is_refused_before_anything_is_written():
+    method = _load()
+    _prompt(method, [1, 2, 3])
+    _, ex, args = _kv(method)
+    values = method._runner.values
+    call = [values[s] for s in args]
+    ints = [e for e in ex._lay.offsets] + [e for e in ex._lay.queries]
+    slots = _cache_slots(method)
+    before = {s: values[s].array.copy() for s in slots}
+    for e in ints:
+        call[e] = 127  # the prompt above left three tokens' shapes: 127 + 3 > 128 positions
+    with pytest.raises(DelegateError, match=r"start_pos 127 \+ seq_len 3 does not fit the cache's 128 positions"):
+        ex.execute(call)
+    for e in ints:
+        call[e] = -1
+    with pytest.raises(DelegateError, match=r"start_pos -1 \+ seq_len 3"):
+        ex.execute(call)
+    call[ints[0]] = 2.0
+    with pytest.raises(DelegateError, match="position must be an int, got float"):
+        ex.execute(call)
+    assert all(np.array_equal(values[s].array, before[s]) for s in slots)
+
+
+def test_caches_litert_cannot_bind_in_place_leave_the_layers_merged_one_by_one(monkeypatch):
+    """LiteRT copies host memory that is not at its boundary, and the copy's writes are lost: the plan refuses
+    such a cache, and the run is merged again without the caches and attention."""
+    from pterun.delegates.xnnpack.litert_engine import kvplan
+
+    monkeypatch.setattr(kvplan, "ALIGN", 1 << 20)  # no cache is at a megabyte boundary
+    method, separate = _load(), _load(merge=False)
+    assert not [ex for _, ex, _ in method._runner.merged.values() if isinstance(ex, kvplan.KvPlan)]
+    assert len([e for e in method.steps if e.kind == "DelegateCall"]) == 5  # each layer's delegates, merged
+    a = [_prompt(method, [1, 2, 3])] + [_prompt(method, [p], p) for p in range(3, 8)]
+    b = [_prompt(separate, [1, 2, 3])] + [_prompt(separate, [p], p) for p in range(3, 8)]
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-5 * np.abs(y).max())
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@FORK_OF_A_THREADED_PROCESS
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_forked_child_runs_the_joined_call_on_a_model_of_its_own(threads):
+    method, want = _load(threads=threads), _load(threads=threads)
+    _prompt(method, [1, 2, 3])
+    expected = [_prompt(want, [1, 2, 3])] + [_prompt(want, [p], p) for p in range(3, 6)]
+    pid = os.fork()
+    if pid == 0:
+        code = 2
+        try:
+            got = [_prompt(method, [1, 2, 3])] + [_prompt(method, [p], p) for p in range(3, 6)]
+            code = 0 if all(np.allclose(g, w, rtol=0, atol=1e-5 * np.abs(w).max()) for g, w in zip(got, expected)) \
+                else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert np.allclose(_prompt(method, [1, 2, 3]), expected[0], rtol=0, atol=1e-5 * np.abs(expected[0]).max())
+
+
+def test_the_forms_hold_only_what_the_graph_computes():
+    """update_cache and custom_sdpa join a merged graph only as it computes them: float32 caches [1, P, H, D],
+    no attention mask, no dropout, causal and scale fixed at load."""
+    from pterun.format.schema import BOOL, DOUBLE, INT, NULL, TENSOR
+    from pterun.interp.forms import absorbed_op
+    from pterun.interp.tensor import Tensor
+
+    def t(shape, dtype=np.float32):
+        return Tensor(np.dtype(dtype), shape, tuple(range(len(shape))), np.zeros(int(np.prod(shape)) * 4, np.uint8))
+
+    values = [t((1, 1, 4, 8)), t((1, 16, 2, 8)), t((1, 16, 2, 8)), 3, None, 0.0, True, None, t((1, 1, 4, 8)),
+              t((1,)), t((1, 16, 2, 8), np.int32), 0.5, t((1, 16)), False, 0.25]
+    tags = [TENSOR, TENSOR, TENSOR, INT, NULL, DOUBLE, BOOL, NULL, TENSOR, TENSOR, TENSOR, DOUBLE, TENSOR, BOOL,
+            DOUBLE]
+    op = absorbed_op("sdpa", (0, 1, 2, 3, 4, 5, 6, 7, 8), values, tags, {3})
+    assert (op.op, op.inputs, op.outputs, op.attrs) == ("sdpa", (0, 1, 2, 3), (8,), {"causal": True, "scale": None})
+    op = absorbed_op("sdpa", (0, 1, 2, 3, 4, 5, 13, 14, 8), values, tags, {3})
+    assert op.attrs == {"causal": False, "scale": 0.25}
+    assert absorbed_op("sdpa", (0, 1, 2, 3, 12, 5, 6, 7, 8), values, tags, {3}) is None  # a mask
+    assert absorbed_op("sdpa", (0, 1, 2, 3, 4, 11, 6, 7, 8), values, tags, {3}) is None  # dropout 0.5
+    assert absorbed_op("sdpa", (0, 1, 2, 3, 4, 5, 6, 7, 8), values, tags, {3, 6}) is None  # causal set at run time
+    assert absorbed_op("sdpa", (0, 10, 2, 3, 4, 5, 6, 7, 8), values, tags, {3}) is None  # an int32 cache
+    op = absorbed_op("update_cache", (0, 1, 3, 9), values[:0] + [t((1, 1, 2, 8))] + values[1:], tags, {3})
+    assert (op.op, op.inputs, op.outputs) == ("update_cache", (0, 1, 3), (1,))
+    assert absorbed_op("update_cache", (0, 1, 3, 9), values, tags, {3}) is None  # 4 heads into a 2-head cache
+    assert absorbed_op("update_cache", (0, 10, 3, 9), values[:0] + [t((1, 1, 2, 8))] + values[1:], tags,
+                       {3}) is None  # an int32 cache
