@@ -446,11 +446,13 @@ def test_python_dash_m(module):
 def test_the_command_exits_without_litert_s_teardown_lines_and_keeps_its_status(tmp_path):
     """LiteRT's CompiledModel (here: an LLM's layers and caches joined into one call) leaves an environment that
     logs two INFO lines when the process tears its C++ objects down; the command exits without them, after
-    Python's exit handlers (the entry point and ``python -m pterun`` alike)."""
+    Python's other exit handlers (the entry point and ``python -m pterun`` alike)."""
     llm = str(FIXTURES / "llm" / "kv_xnn.pte")
     flag = tmp_path / "exit-handlers-ran"
-    code = ("import atexit, pathlib, sys; atexit.register(pathlib.Path(sys.argv.pop(1)).touch); "
-            "sys.argv[0] = 'pterun'; from pterun.cli import command; command()")
+    # an exit handler registered while the command runs (as the logging module's is) still runs
+    code = ("import atexit, pathlib, sys; import pterun.cli as cli; flag = pathlib.Path(sys.argv.pop(1)); "
+            "main = cli.main; cli.main = lambda: (atexit.register(flag.touch), main())[1]; "
+            "sys.argv[0] = 'pterun'; cli.command()")
     r = subprocess.run([sys.executable, "-c", code, str(flag), "--engine", "litert", "bench", llm, "--repeat", "1"],
                        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(SRC)})
     assert r.returncode == 0 and "per run" in r.stdout and flag.exists()

@@ -34,6 +34,9 @@ ALLOWED_AT = {
     # LiteRT's Python Interpreter addresses subgraph 0 only and refuses to invoke while arrays over its memory
     # exist; its own wrapper object does neither (see the adapter's docstring): the one module that reaches it
     ("pterun.delegates.xnnpack.litert_engine.adapter", "_interpreter"),
+    # os._exit is the standard library's documented way to leave without the interpreter's teardown: the pterun
+    # executable leaves so once LiteRT's CompiledModel ran, whose C++ teardown logs to stderr
+    ("pterun.cli", "_exit"),
 }
 
 

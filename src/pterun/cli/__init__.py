@@ -134,18 +134,24 @@ def main(argv: list[str] | None = None) -> int:
 def command() -> None:
     """The ``pterun`` executable: :func:`main`, then exit with its status. Where LiteRT's ``CompiledModel`` ran (a
     model with KV caches joined into one call, or the packed-weight cache), LiteRT's own environment logs two
-    ``INFO: ... DestroyAccelerator`` lines to stderr as the process's C++ objects are torn down; the command
-    exits without that teardown, once Python's exit handlers have run and the streams are flushed."""
-    status = main()
-    compiled = sys.modules.get("pterun.delegates.xnnpack.litert_engine.compiled")
-    if compiled is None or not compiled.used():
-        sys.exit(status)
+    ``INFO: ... DestroyAccelerator`` lines to stderr as the process's C++ objects are torn down. The command
+    leaves without that teardown: its exit handler, registered before anything else the command does, runs
+    after every other one, flushes the streams and ends the process there."""
     import atexit
+    status: list[int] = []
+    atexit.register(_leave, status)
+    status.append(main())
+    sys.exit(status[0])
+
+
+def _leave(status: list) -> None:
+    compiled = sys.modules.get("pterun.delegates.xnnpack.litert_engine.compiled")
+    if not status or compiled is None or not compiled.used():
+        return
     import os
-    atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError):
             pass
-    os._exit(status)
+    os._exit(status[0])
