@@ -34,6 +34,7 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
 from pterun.delegates.xnnpack.litert_engine.compiled import litert_api
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
+from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
 from pterun.delegates.xnnpack.litert_engine.translate import translate_signed
 from pterun.errors import DelegateError
@@ -156,8 +157,9 @@ class KvPlan:
         s0 = 1 if lay.seq_at is not None else lay.s
         L0 = min(lay.p, GROW)
         shapes = self._lengths(L0, s0, {e: tuple(d if d else 1 for d in dims) for e, dims in lay.others.items()})
-        self._model = translate_signed(declared_at(_flattened(graph, lay.others), set(dynamic_sizes),
-                                                   {e: (n,) for e, n in shapes.items()}))
+        # the graph as translated (a forked child translates it again: the model's weights are given back)
+        self._graph = declared_at(_flattened(graph, lay.others), set(dynamic_sizes),
+                                  {e: (n,) for e, n in shapes.items()})
         self._state = None  # (L, S, input shapes) the buffers are bound for
         self._cm = None
         self._open()
@@ -174,17 +176,24 @@ class KvPlan:
         return got
 
     def _open(self) -> None:
+        """Translate the graph and create LiteRT's model. Once XNNPACK has packed the weights, the model's copy of
+        them and the program file's pages they were read from are given back (:mod:`.memory`): the model bytes
+        stay alive with the model (LiteRT reads the other constants there)."""
         api = litert_api()
         if api is None:
             raise Unsupported("LiteRT's CompiledModel API is not usable here")
         CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api
         options = Options(hardware_accelerators=HardwareAccelerator.CPU,
                           cpu_options=CpuOptions(num_threads=max(int(self.num_threads), 1)))
+        laid = translate_signed(self._graph)
+        self._model = laid.fill()
         try:
             with capture_native_stderr():
                 cm = CompiledModel.from_buffer(self._model, environment=env, options=options)
         except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
             raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
+        release_sources(laid.sources)
+        release_packed(self._model, laid.packed)
         sig = cm.get_signature_by_index(0)
         ins = cm.get_input_tensor_details(sig["key"])
         # the position of each external input and output among the signature's (LiteRT lists them its own way)

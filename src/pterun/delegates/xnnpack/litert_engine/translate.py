@@ -369,14 +369,14 @@ def translate(graph: G.Graph) -> Translation:
     return tr._replace(model=laid.fill())
 
 
-def translate_signed(graph: G.Graph) -> bytes:
+def translate_signed(graph: G.Graph) -> Unwritten:
     """The TFLite model of ``graph`` with a signature (:meth:`.writer.ModelWriter.signed`), for LiteRT's
-    CompiledModel; raises as :func:`translate` does."""
+    CompiledModel, laid out (:meth:`.writer.Unwritten.fill` writes it); raises as :func:`translate` does."""
     modules()
     try:
         tr = _Translator(graph)
         ins, outs = tr.build()
-        return bytes(tr.signed(ins, outs).fill())
+        return tr.signed(ins, outs)
     except (Unsupported, Unavailable):
         raise
     except Exception as e:  # a field out of TFLite's range
