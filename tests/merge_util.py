@@ -45,7 +45,8 @@ def mean_values():
     return values, tags
 
 
-def find_runs_in(chains, outputs=(), volatile=(), later=None, values=None, delegate_outputs=lambda i: frozenset({1})):
+def find_runs_in(chains, outputs=(), volatile=(), later=None, values=None, delegate_outputs=lambda i: frozenset({1}),
+                 sizes=None, max_bytes=None):
     """Runs of the synthetic plan, and ``outside``. Each test delegate writes its second argument, unless
     ``delegate_outputs`` says otherwise (None: not known)."""
     from pterun.delegates.xnnpack import XnnpackBackend
@@ -58,7 +59,7 @@ def find_runs_in(chains, outputs=(), volatile=(), later=None, values=None, deleg
         return absorbed_op(XnnpackBackend.absorbed_forms.get(name), args, values, tags, set(volatile))
 
     runs = find_runs(plan, values, tags, set(volatile), lambda i: "B" if i < 5 else None, absorbed, later,
-                     acc)
+                     acc, bound=None if max_bytes is None else (sizes, lambda backend: max_bytes))
     return runs, slots_read_outside(plan, tags, values, acc)
 
 

@@ -303,6 +303,22 @@ def test_runs_hold_delegate_calls_and_absorbable_operators_and_end_on_a_call():
     assert [s for s in (0, 1, 2, 14) if outside(run, s)] == [2]  # the trailing mean and the add read 2
 
 
+def test_a_run_ends_before_the_delegate_that_would_take_it_past_the_backend_s_bytes():
+    """A merged call's model holds a copy of its weights until XNNPACK has packed them all: runs are bounded, so
+    a model is packed and given back a piece at a time (the first delegate of a run always fits)."""
+    from pterun.format.schema import DelegateCall
+    chains = [[DelegateCall(i, (i, i + 1)) for i in range(4)]]
+    spans = lambda runs: [(r.start, r.stop) for r in runs]  # noqa: E731
+    assert spans(find_runs_in(chains, outputs=(4,))[0]) == [(0, 4)]
+    sizes = {0: 40, 1: 30, 2: 30, 3: 100}.__getitem__
+    assert spans(find_runs_in(chains, outputs=(4,), sizes=sizes, max_bytes=100)[0]) == [(0, 3)]  # 40+30+30
+    assert spans(find_runs_in(chains, outputs=(4,), sizes=sizes, max_bytes=99)[0]) == [(0, 2)]  # 2 and 3: 130
+    assert spans(find_runs_in(chains, outputs=(4,), sizes={0: 40, 1: 30, 2: 30, 3: 30}.__getitem__,
+                              max_bytes=70)[0]) == [(0, 2), (2, 4)]
+    # 3 alone is 100 bytes: it would start a run, but nothing joins one over 60 bytes
+    assert spans(find_runs_in(chains, outputs=(4,), sizes=sizes, max_bytes=60)[0]) == [(1, 3)]
+
+
 def test_a_mean_with_a_dim_that_changes_at_run_time_is_not_absorbed():
     from pterun.format.schema import DelegateCall, KernelCall
     chains = [[DelegateCall(0, (0, 1)), KernelCall(0, (1, 10, 12, 13, 14, 14)), DelegateCall(1, (14, 2))]]

@@ -109,16 +109,22 @@ class Backend:
       its arguments fixed at load but the tensors, :class:`KernelArg`); ``compiles(engine)`` whether runs of such
       operators alone become merged calls too; ``merges`` says whether the backend
       builds merged calls at all, and ``merge(...)`` builds one (:mod:`pterun.interp.merge`), or declines with
-      None.
+      None; ``merge_bytes`` bounds the bytes of delegates one merged call holds, as ``weight_bytes(blob)`` counts
+      them (None: no bound).
     * ``describe(blob, named_data, engine)``: what ``pterun inspect`` shows of a payload, as JSON-ready values.
     """
 
     name: str = ""
     merges: bool = False
+    merge_bytes: int | None = None
     absorbed_forms: Mapping[str, str] = MappingProxyType({})
 
     def is_available(self) -> bool:
         return True
+
+    def weight_bytes(self, blob: np.ndarray) -> int:
+        """The bytes a delegate's payload brings to a merged call (:attr:`merge_bytes`): its size by default."""
+        return int(np.asarray(blob).nbytes)
 
     def init(self, blob: np.ndarray, compile_specs: tuple[tuple[str, bytes], ...], ctx: DelegateContext) -> Executor:
         """Compile ``blob`` once; raise :class:`~pterun.errors.DelegateError` for anything it cannot run."""

@@ -141,8 +141,9 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     # what folding computes at load stays out of merged calls, which would compute it on every call: operators
     # are folded now (merged graphs then read their results as constants), delegate calls start no run
     fixed, gone = folder.ahead(KERNELS) if folder is not None else (frozenset(), frozenset())
+    bounds = {"bound": (partial(_payload_bytes, src), lambda b: BACKENDS[b].merge_bytes)}
     runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
-                     home=home, fixed=fixed, gone=gone)
+                     home=home, fixed=fixed, gone=gone, **bounds)
     if not runs:
         return {}
     caches = [p.inputs[1] for r in runs for p in r.parts if getattr(p, "op", None) == "update_cache"]
@@ -155,7 +156,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
             op = absorbed(backend, name, args)
             return None if op is None or op.op in _RETRIED else op
         again = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), plain, later, acc,
-                          fixed=fixed, gone=gone)
+                          fixed=fixed, gone=gone, **bounds)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
@@ -193,6 +194,16 @@ def align_caches(slots, values: list, shared, shared_arenas: list) -> list[int]:
 
 #: the forms of absorbed operators a declined run is merged again without
 _RETRIED = frozenset({"kernel", "update_cache", "sdpa"})
+
+
+def _payload_bytes(src: Source, i: int) -> int:
+    """Delegate ``i``'s bytes as its backend counts them for a merged call (0 where unreadable: its init reports
+    it)."""
+    d = src.plan.delegates[i]
+    try:
+        return BACKENDS[d.backend_id].weight_bytes(src.pf.delegate_blob(d))
+    except Exception:  # noqa: BLE001
+        return 0
 
 
 def _quantizes(src: Source) -> bool:

@@ -61,7 +61,7 @@ class Run(NamedTuple):
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
               absorbed: Callable[[str, str, tuple], Absorbed | None], later: Callable | None = None,
               acc: Accesses | None = None, home: str | None = None, fixed: frozenset = frozenset(),
-              gone: frozenset = frozenset()) -> list[Run]:
+              gone: frozenset = frozenset(), bound: tuple | None = None) -> list[Run]:
     """Runs of at least two DelegateCalls to one backend, or one and an operator it holds as a kernel (the
     ``kernel`` form of :class:`Absorbed`). ``mergers(delegate_index)`` names the delegate's backend
     when that backend can merge, else None; ``absorbed(backend, operator, args)`` is the :class:`Absorbed` form
@@ -87,7 +87,8 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     its start), and a delegate call among them ends a run. A run that has started holds the operators among them
     it can: computing them inside its graph costs less than a call more. ``gone`` names those folding has already
     computed (:meth:`pterun.interp.fold.Folder.ahead`): a run passes over them as over a FreeCall, and reads what
-    they wrote as constants.
+    they wrote as constants. ``bound``, (``sizes(delegate_index)``, ``max_bytes(backend)``), bounds the bytes of
+    a run's delegates (:func:`_room`; :attr:`pterun.delegates.Backend.merge_bytes`).
     """
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
@@ -107,7 +108,8 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
             if backend is None:
                 pc += 1
                 continue
-            items += _following(chain, pc, backend, plan, mergers, absorbed, later, barred, skip)
+            room = None if bound is None else _room(items, backend, *bound)
+            items += _following(chain, pc, backend, plan, mergers, absorbed, later, barred, skip, room)
             run = _settle(ci, backend, items, chain, values, uses, outputs, root, later, span, acc)
             if run is None:
                 pc += 1
@@ -117,10 +119,22 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     return runs
 
 
-def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, barred: set, skip: set) -> list:
+def _room(items, backend: str, sizes, max_bytes) -> tuple | None:
+    """(sizes, bytes left) of the bound on a run of ``backend`` that starts with ``items``, or None (no bound). A
+    run ends before the delegate call that would take its delegates past the bound; its first one always fits."""
+    bound = max_bytes(backend)
+    if bound is None:
+        return None
+    return sizes, bound - sum(sizes(p.delegate_index) for _, p in items if isinstance(p, DelegatePart))
+
+
+def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, barred: set, skip: set,
+               room: tuple | None = None) -> list:
     """The instructions after ``pc`` a run of ``backend`` may hold, as (pc, part or None: deferred), up to the
-    first it cannot (or a delegate call folding runs at load); folded ones (``skip``) are passed over."""
+    first it cannot (or a delegate call folding runs at load, or one whose payload bytes would exceed what is
+    left of the bound: ``room`` is (sizes, bytes left)); folded ones (``skip``) are passed over."""
     items = []
+    sizes, left = room if room is not None else (None, 0)
     for j in range(pc + 1, len(chain)):
         nxt = chain[j]
         if j in skip:
@@ -128,6 +142,10 @@ def _following(chain, pc: int, backend: str, plan, mergers, absorbed, later, bar
         if j in barred and nxt.kind == DELEGATE_CALL:
             break
         if nxt.kind == DELEGATE_CALL and mergers(nxt.delegate_index) == backend:
+            if sizes is not None:
+                left -= sizes(nxt.delegate_index)
+                if left < 0:
+                    break
             items.append((j, DelegatePart(nxt.delegate_index, tuple(nxt.args))))
         elif nxt.kind == KERNEL_CALL:
             op = absorbed(backend, plan.operators[nxt.op_index], tuple(nxt.args))

@@ -247,6 +247,19 @@ def quantizes_dynamically(blob: np.ndarray) -> bool:
         return False
 
 
+def weight_bytes(blob: np.ndarray) -> int:
+    """The bytes of a payload's constants (its weights, in the payload or in the program's named data), as its
+    constant table declares them, plus the payload's own size; the payload's size alone where that table cannot be
+    read."""
+    blob = np.asarray(blob, dtype=np.uint8)
+    try:
+        fb, _ = split_blob(blob)
+        root = Table.root(Buffer(fb, "XNNPACK payload", error=DelegateError), "XNNGraph")
+        return int(blob.nbytes) + sum(int(e.u64(6)) for e in root.tables(20, "ConstantDataOffset"))
+    except _UNREADABLE:
+        return int(blob.nbytes)
+
+
 def read_graph(blob: np.ndarray, named_data: Callable[[str], np.ndarray]) -> Graph:
     """Parse and validate a whole payload; constant data comes back as read-only uint8 views."""
     fb, const_region = split_blob(np.asarray(blob, dtype=np.uint8))
