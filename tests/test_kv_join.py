@@ -183,3 +183,26 @@ def test_a_cache_moves_to_a_64_byte_boundary_only_where_nothing_else_shares_its_
     assert align_caches([0], values, SharedBytes(values), []) == []
     values = [cache()]  # state another method shares
     assert align_caches([0], values, SharedBytes(values), [arena]) == []
+
+
+def test_the_joined_call_loads_through_the_packed_weight_cache_with_the_same_numbers(tmp_path, monkeypatch):
+    """The joined call leaves its cache writes to LiteRT's builtin kernels on purpose; the packed-weight cache takes
+    it all the same: noted on the first load, written on the second, read on the third (the model file mapped,
+    not written in memory), with the uncached call's numbers bit for bit."""
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    monkeypatch.setattr(compiled, "CACHE_MIN_BYTES", 0)
+
+    def run(cache):
+        method = Runtime(num_threads=1, cache=cache).load_program(LLM / "kv_8da4w.pte").load_method("forward")
+        outs = [_prompt(method, [1, 2, 3])] + [_prompt(method, [p], p) for p in range(3, 6)]
+        return _kv(method)[1], outs
+
+    _, want = run(False)
+    for k in range(3):
+        plan, got = run(tmp_path)
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    assert plan._model is None  # the third load mapped the model the cache kept
+    files = os.listdir(tmp_path / "xnnpack")  # the joined call's and the method's other merged calls'
+    weights = {f[:-len(".weights")] for f in files if f.endswith(".weights")}
+    assert weights and weights == {f[:-len(".tflite")] for f in files if f.endswith(".tflite")}

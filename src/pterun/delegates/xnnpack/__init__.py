@@ -216,7 +216,8 @@ def _kv_plan(graph: Graph, tensors: list, args: tuple, ctx: DelegateContext):
     try:
         from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
 
-        return KvPlan(graph, tensors, args, litert_threads(graph, ctx.num_threads), ctx.dynamic_sizes), args
+        return KvPlan(graph, tensors, args, litert_threads(graph, ctx.num_threads), ctx.dynamic_sizes,
+                      ctx.cache_dir), args
     except (L.Unsupported, L.Unavailable) as e:
         logger().debug("XNNPACK delegates with KV caches not merged: %s", e)
         return None

@@ -96,12 +96,13 @@ def _packed_bytes(packed) -> int:
     return sum(int(size) for _, size in packed)
 
 
-def open_compiled(laid, num_threads: int, cache_dir: str):
+def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = False):
     """A :class:`Compiled` over the model ``laid`` out (:class:`.writer.Unwritten`) with its packed weights in the
     cache under ``cache_dir``, or None: the cache is off (``""``), the model's packed ranges (what only weight
     packing reads) hold fewer than :data:`CACHE_MIN_BYTES`, this LiteRT has no CompiledModel, the model is loaded
     for the first time (:meth:`.cache.Cache.lookup`), the directory cannot be written, or XNNPACK does not take
-    the model whole (the interpreter then runs it, and the cache remembers not to try again). On a hit LiteRT
+    the model whole (the interpreter then runs it, and the cache remembers not to try again; ``builtin_ok``: a
+    model that leaves operators to LiteRT's builtin kernels on purpose is taken, :mod:`.kvplan`'s). On a hit LiteRT
     reads the model from the file the cache kept (the model is not written in memory: ``Compiled.model`` is
     None); otherwise the model is written, and kept in the cache beside its packed weights."""
     if not cache_dir or _packed_bytes(laid.packed) < CACHE_MIN_BYTES:
@@ -138,7 +139,7 @@ def open_compiled(laid, num_threads: int, cache_dir: str):
         if state == "miss":
             cache.refuse(k, path)
         return None
-    if not whole:
+    if not whole and not builtin_ok:
         if state == "miss":
             cache.refuse(k, path)
         return None

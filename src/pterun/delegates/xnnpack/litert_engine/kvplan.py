@@ -32,7 +32,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_engine.compiled import litert_api
+from pterun.delegates.xnnpack.litert_engine.compiled import litert_api, open_compiled
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
@@ -140,10 +140,12 @@ class KvPlan:
     engine = "litert"
     engine_reason: str | None = None
 
-    def __init__(self, graph: G.Graph, tensors: list, args: tuple, num_threads: int, dynamic_sizes: frozenset):
+    def __init__(self, graph: G.Graph, tensors: list, args: tuple, num_threads: int, dynamic_sizes: frozenset,
+                 cache_dir: str = ""):
         self._lay = lay = _Layout(graph, tensors, args, frozenset(dynamic_sizes))
         self._dtypes = {v.external_id: np.dtype(G.STORAGE_DTYPES[v.datatype]) for v in graph.inputs}
         self.num_threads = num_threads
+        self._cache_dir = cache_dir  # the packed-weight cache's directory ("": off), see .compiled
         self._lock = threading.Lock()
         # memory of the plan's own for what is not a cache: each input at its upper bound, bound by its prefix
         self._own = {e: _aligned((1,), np.int32) for e in lay.offsets}
@@ -176,9 +178,10 @@ class KvPlan:
         return got
 
     def _open(self) -> None:
-        """Translate the graph and create LiteRT's model. Once XNNPACK has packed the weights, the model's copy of
-        them and the program file's pages they were read from are given back (:mod:`.memory`): the model bytes
-        stay alive with the model (LiteRT reads the other constants there)."""
+        """Translate the graph and create LiteRT's model, through the packed-weight cache where it is on
+        (:func:`.compiled.open_compiled`). Once XNNPACK has packed the weights, the model's copy of them and the
+        program file's pages they were read from are given back (:mod:`.memory`): the model bytes stay alive with
+        the model (LiteRT reads the other constants there)."""
         api = litert_api()
         if api is None:
             raise Unsupported("LiteRT's CompiledModel API is not usable here")
@@ -186,14 +189,19 @@ class KvPlan:
         options = Options(hardware_accelerators=HardwareAccelerator.CPU,
                           cpu_options=CpuOptions(num_threads=max(int(self.num_threads), 1)))
         laid = translate_signed(self._graph)
-        self._model = laid.fill()
-        try:
-            with capture_native_stderr():
-                cm = CompiledModel.from_buffer(self._model, environment=env, options=options)
-        except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
-            raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
+        compiled = open_compiled(laid, self.num_threads, self._cache_dir, builtin_ok=True)
+        if compiled is not None:  # packed weights from the cache (None where LiteRT maps the model's own file)
+            cm, self._model = compiled.cm, compiled.model
+        else:
+            self._model = laid.fill()
+            try:
+                with capture_native_stderr():
+                    cm = CompiledModel.from_buffer(self._model, environment=env, options=options)
+            except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
+                raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
         release_sources(laid.sources)
-        release_packed(self._model, laid.packed)
+        if self._model is not None:
+            release_packed(self._model, laid.packed)
         sig = cm.get_signature_by_index(0)
         ins = cm.get_input_tensor_details(sig["key"])
         # the position of each external input and output among the signature's (LiteRT lists them its own way)
