@@ -206,3 +206,49 @@ def test_the_joined_call_loads_through_the_packed_weight_cache_with_the_same_num
     files = os.listdir(tmp_path / "xnnpack")  # the joined call's and the method's other merged calls'
     weights = {f[:-len(".weights")] for f in files if f.endswith(".weights")}
     assert weights and weights == {f[:-len(".tflite")] for f in files if f.endswith(".tflite")}
+
+
+def test_a_cache_gets_a_twin_only_where_nothing_but_the_run_touches_it():
+    """The joined call keeps a head-major twin of a cache beside the method's (attention reads it without a
+    transpose); only where nothing outside the run reads or writes the cache could the two drift apart unseen."""
+    from types import SimpleNamespace
+
+    from pterun.interp.delegates import _with_private_caches
+    from pterun.interp.merge import Absorbed, DelegatePart, Run
+
+    def parts(k=1, v=2):
+        return (DelegatePart(0, (9, 3)), Absorbed("update_cache", (3, k, 8), (k,), {}),
+                Absorbed("update_cache", (3, v, 8), (v,), {}), Absorbed("sdpa", (4, k, v, 8), (5,), {"causal": True}))
+
+    def private(run_parts=None, read_at=None, outputs=(), memory_id=1, overlapping=()):
+        desc = SimpleNamespace(memory_id=memory_id)
+        plan = SimpleNamespace(values=[(0, desc)] * 10)
+        acc = SimpleNamespace(inputs=frozenset(), outputs=frozenset(outputs), read_at=read_at or {1: [(0, 6)],
+                              2: [(0, 7)]}, write_at={1: [(0, 5)], 2: [(0, 6)]},
+                              shared=SimpleNamespace(overlapping=lambda c: overlapping))
+        run = Run(0, 4, 8, "XnnpackBackend", run_parts or parts())
+        got = _with_private_caches(run, plan, acc)
+        return [p.attrs.get("private") for p in got if hasattr(p, "attrs")]
+
+    assert private() == [{1: "k"}, {2: "v"}, {1: "k", 2: "v"}]
+    assert private(read_at={1: [(0, 6), (0, 12)], 2: [(0, 7)]}) == [{}, {2: "v"}, {2: "v"}]  # read after the run
+    assert private(read_at={1: [(1, 6)], 2: [(0, 7)]}) == [{}, {2: "v"}, {2: "v"}]  # read by another chain
+    assert private(outputs=(2,)) == [{1: "k"}, {}, {1: "k"}]  # a method output
+    assert private(memory_id=2) == [{}, {}, {}]  # state the program's methods share
+    assert private(overlapping=(7,)) == [{}, {}, {}]  # another value over its bytes
+    assert private(parts(1, 1)) == [{}, {}, {}]  # read as keys and as values
+
+
+def test_the_fixture_s_caches_have_twins_that_follow_the_method_s_caches():
+    method = _load()
+    _, ex, args = _kv(method)
+    assert sorted(v for _, _, v in ex._lay.twins.values()) == [False] * 4 + [True] * 4  # 2 keys, 2 values, in + out
+    _prompt(method, [1, 2, 3, 4])
+    for p in range(4, 70):  # past two growths: each rebuilds the twins from the method's caches
+        _prompt(method, [p % 50], p)
+    fresh = _load(merge=False)
+    _prompt(fresh, [1, 2, 3, 4])
+    for p in range(4, 70):
+        want = _prompt(fresh, [p % 50], p)
+    np.testing.assert_allclose(_prompt(method, [3], 70), _prompt(fresh, [3], 70), rtol=0,
+                               atol=1e-5 * np.abs(want).max())

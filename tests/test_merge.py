@@ -511,9 +511,11 @@ def test_an_llm_is_prepared_at_one_token_and_grows_with_the_prompt():
     assert method._runner.dynamic_sizes == frozenset({127})
     kv = [p for p in plans if isinstance(p, KvPlan)]
     assert len(kv) == 1  # the layers, with their caches and attention: prepared at one token over GROW positions
-    lengths = kv[0]._in_len  # every input is 1-D: the caches' first GROW positions of 2 x 16 elements are the
-    assert max(lengths.values()) == GROW * 32  # longest; a 127-token activation would be 127 x 64
-    assert sorted(lengths[e] for e in kv[0]._lay.caches if e < kv[0]._lay.n_in) == [GROW * 32] * 4
+    shapes = kv[0]._in_shapes  # the caches' first GROW positions of 2 x 16 elements are the largest inputs, flat or
+    assert max(np.prod(s) for s in shapes.values()) == GROW * 32  # as twins; a 127-token activation is 127 x 64
+    assert sorted(shapes[e] for e in kv[0]._lay.caches if e < kv[0]._lay.n_in) == [(GROW * 32,)] * 4
+    assert sorted(shapes[e] for e in kv[0]._lay.twins if e < kv[0]._lay.n_in) == [(2, 16, GROW)] * 2 + \
+        [(2, GROW, 16)] * 2  # value caches' twins [Hkv, D, L], key caches' [Hkv, L, D]
     for p in plans:
         if isinstance(p, KvPlan):
             continue

@@ -192,6 +192,36 @@ def align_caches(slots, values: list, shared, shared_arenas: list) -> list[int]:
     return moved
 
 
+def _with_private_caches(run: Run, plan, acc: Accesses) -> tuple:
+    """``run.parts``, each ``update_cache`` and ``sdpa`` given ``attrs["private"]``: cache slot -> ``"k"`` or
+    ``"v"``, for the caches it touches that the run's attentions read in one role, and that nothing but the run's
+    own instructions reads or writes (by name or through other bytes), that are no method input or output, and not
+    state other methods share. A backend may keep such a cache in a form of its own beside the method's
+    (:mod:`pterun.delegates.xnnpack.litert_engine.attention`): nothing else sees either."""
+    def private(c: int) -> bool:
+        if c in acc.inputs or c in acc.outputs or acc.shared.overlapping(c):
+            return False
+        desc = plan.values[c][1]
+        if getattr(desc, "memory_id", None) is not None and desc.memory_id >= 2:
+            return False
+        touched = acc.read_at.get(c, []) + acc.write_at.get(c, [])
+        return all(ci == run.chain and run.start <= pc < run.stop for ci, pc in touched)
+
+    roles: dict[int, set] = {}  # cache -> how the run's attentions read it: as keys ("k"), as values ("v")
+    for p in run.parts:
+        if getattr(p, "op", None) == "sdpa":
+            roles.setdefault(p.inputs[1], set()).add("k")
+            roles.setdefault(p.inputs[2], set()).add("v")
+    kept = {c: r.pop() for c, r in roles.items() if len(r) == 1 and private(c)}
+    parts = []
+    for p in run.parts:
+        if getattr(p, "op", None) in ("update_cache", "sdpa"):
+            caches = p.inputs[1:2] if p.op == "update_cache" else p.inputs[1:3]
+            p = p._replace(attrs={**p.attrs, "private": {c: kept[c] for c in caches if c in kept}})
+        parts.append(p)
+    return tuple(parts)
+
+
 #: the forms of absorbed operators a declined run is merged again without
 _RETRIED = frozenset({"kernel", "update_cache", "sdpa"})
 
@@ -234,7 +264,8 @@ def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outs
                        exact=exact)
         try:
             blobs = {i: src.pf.delegate_blob(src.plan.delegates[i]) for i in indices}
-            got = BACKENDS[run.backend].merge(run.parts, blobs, ctx, partial(outside, run), values, acc.shared)
+            parts = _with_private_caches(run, src.plan, acc)
+            got = BACKENDS[run.backend].merge(parts, blobs, ctx, partial(outside, run), values, acc.shared)
         except Exception as e:  # the delegates then load one by one, and report their own errors
             logger().debug("%s: delegates %s not merged: %s: %s", src.where, indices, type(e).__name__, e)
             got = None

@@ -96,6 +96,7 @@ class _Merger:
         self.written: list[tuple[int, int]] = []  # (merged value id, slot), in the order the run writes them
         self.dropped: set[int] = set()  # slots a kernel node writes in the program but not in the graph
         self.caches: dict[int, int] = {}  # KV cache slot -> elements a position holds (see .attention)
+        self.state: dict[tuple, int] = {}  # (kind, slot) -> the value last written to state no slot names
 
     def add(self, v: G.Value, **changes) -> int:
         vid = len(self.values)
@@ -275,12 +276,14 @@ class _Merger:
                     raise CannotMerge(f"value {vid} is written to two slots")
                 seen.add(vid)
                 outs.append((vid, slot))
+        outs += [(vid, key) for key, vid in self.state.items()]  # state of the graph's own (.attention): in place
         values = self.values
         folded = [slot for vid, slot in outs if values[vid].data is not None]
         if folded:
             raise CannotMerge(f"slots {folded}: operators on constants that something outside the run reads")
-        # an input of the position's (see .attention) is keyed (kind, int slot, ...): the call passes that int
-        args = tuple(k[1] if isinstance(k, tuple) else k for k in self.inputs) + tuple(slot for _, slot in outs)
+        # an input or output of the graph's own (see .attention) is keyed (kind, slot, ...): the call passes that slot
+        args = tuple(k[1] if isinstance(k, tuple) else k for k in self.inputs) + \
+            tuple(k[1] if isinstance(k, tuple) else k for _, k in outs)
         for k, vid in enumerate(self.inputs.values()):
             values[vid] = values[vid]._replace(external_id=k, flags=G.VALUE_EXTERNAL_INPUT)
         for k, (vid, _) in enumerate(outs, len(self.inputs)):

@@ -11,7 +11,14 @@ engine runs them (:class:`.kvplan.KvPlan`):
   cache, and nothing is copied;
 * ``Sdpa`` attends over those ``L`` positions with XNNPACK's batch matrix multiplies and softmax, masked by an
   additive bias the graph computes from two position inputs. ``L`` grows with the position (the plan resizes the
-  inputs: every reshape here leaves the positions and the sequence length to the run-time shapes).
+  inputs: every reshape here leaves the positions and the sequence length to the run-time shapes);
+* XNNPACK's matrix multiplies want each kv head's positions together, and the cache holds them interleaved
+  (``[1, P, Hkv, D]``): read from the cache, each step reshapes and transposes all ``L`` positions of it. Where
+  nothing but the run touches a cache (the interpreter says so: ``attrs["private"]``), the graph keeps a *twin*
+  of it instead, ``[Hkv, L, D]`` for keys and ``[Hkv, D, L]`` for values, in a buffer of LiteRT's that the plan
+  binds as both the input and the output of ``KvShadow`` (DYNAMIC_UPDATE_SLICE of the step's rows, in place).
+  Attention reads the twin as it is. The plan makes the twin from the method's cache whenever ``L`` changes; the
+  method's cache is written as before, so it stays the state the method holds.
 
 The position is an int the method computes while it runs (``start_pos``). It reaches the graph as inputs the plan
 fills from it: the update's element offset, each key's position and the last position each query row may see.
@@ -54,6 +61,18 @@ def _flat_cache(m, slot: int) -> int:
     return m.read(slot, _fp32((math.prod(c.shape),)))
 
 
+def _shadow(m, cache: int, values: bool) -> int:
+    """The merged value holding the cache's twin as the run last left it: written by an earlier ``KvShadow`` of the
+    run, else the graph's input for it (keyed ``("shadow", cache slot)``). A key cache's twin is ``[Hkv, P, D]``,
+    a value cache's ``[Hkv, D, P]``: each as attention's matrix multiplies take it without a copy."""
+    key = ("shadow", cache)
+    if key in m.state:
+        return m.state[key]
+    c = m.tensors[cache]
+    dims = (c.shape[2], c.shape[3], c.shape[1]) if values else (c.shape[2], c.shape[1], c.shape[3])
+    return _position_input(m, key, G.FP32, dims)
+
+
 def join(m, part) -> None:
     """The node of an absorbed ``update_cache`` or ``sdpa`` (:mod:`pterun.interp.forms`) in the merger ``m``
     (:class:`..merge._Merger`)."""
@@ -70,6 +89,15 @@ def join(m, part) -> None:
                                          "output_id": out, "row": row, "s": T[value].shape[1]})
         m.write(cache, out)
         m.caches[cache] = row
+        role = part.attrs.get("private", {}).get(cache)
+        if role is not None:  # its twin gets the rows too
+            values = role == "v"
+            start = _position_input(m, ("start", pos, values), G.INT32, (3,))
+            twin = _shadow(m, cache, values)
+            new = m.add(_fp32(m.values[twin].dims))
+            m.node(G.KV_SHADOW, "KvShadow", {"input1_id": twin, "input2_id": rows, "input3_id": start,
+                                             "output_id": new, "s": T[value].shape[1], "values": values})
+            m.state[("shadow", cache)] = new
         return
     q, k, v, pos = part.inputs
     (out,) = part.outputs
@@ -78,7 +106,10 @@ def join(m, part) -> None:
     hkv = kc.shape[2]
     rep, causal = hq // hkv, part.attrs["causal"]
     scale = part.attrs["scale"]
-    fields = {"input1_id": m.read(q, _fp32(qt.shape)), "input2_id": _flat_cache(m, k), "input3_id": _flat_cache(m, v),
+    private = part.attrs.get("private", {})
+    k_in = _shadow(m, k, False) if private.get(k) == "k" else _flat_cache(m, k)
+    v_in = _shadow(m, v, True) if private.get(v) == "v" else _flat_cache(m, v)
+    fields = {"input1_id": m.read(q, _fp32(qt.shape)), "input2_id": k_in, "input3_id": v_in,
               "input4_id": _position_input(m, ("keys", pos), G.FP32, (kc.shape[1],)),
               "input5_id": _position_input(m, ("queries", pos, rep, causal, s), G.FP32, (s * rep,))}
     o = m.add(_fp32(T[out].shape))
@@ -99,6 +130,26 @@ class AttentionRules:
         flat = self.add_tensor([int(np.prod(self.tensors[rows].shape))], self.S.TensorType.FLOAT32)
         self.op("RESHAPE", [rows, self.i32([-1])], [flat])
         self.op("DYNAMIC_UPDATE_SLICE", [cache, flat, at], [out])
+        self.allow_builtin(first)
+
+    def node_KvShadow(self, n: G.Node) -> None:
+        """The rows ``[1, S, Hkv, D]`` written into the twin, ``[Hkv, L, D]`` at ``[0, position, 0]`` (keys) or
+        ``[Hkv, D, L]`` at ``[0, 0, position]`` (values):
+        DYNAMIC_UPDATE_SLICE (LiteRT's builtin kernel), in place where the plan binds the twin's input and output
+        to one buffer."""
+        first = len(self.operators)
+        f = n.fields
+        twin, rows, at, out = (self.tensor_of(f[k]) for k in ("input1_id", "input2_id", "input3_id", "output_id"))
+        values = f["values"]
+        hkv, a, b = (int(x) for x in self.tensors[twin].shape)
+        d = a if values else b
+        s = int(self.tensors[rows].shape[1])
+        F = self.S.TensorType.FLOAT32
+        r3 = self.add_tensor([s, hkv, d], F)
+        self.op("RESHAPE", [rows, self.i32([-1, hkv, d])], [r3])
+        head = self.add_tensor([hkv, d, s] if values else [hkv, s, d], F)
+        self.op("TRANSPOSE", [r3, self.i32([1, 2, 0] if values else [1, 0, 2])], [head])
+        self.op("DYNAMIC_UPDATE_SLICE", [twin, head, at], [out])
         self.allow_builtin(first)
 
     def mask_bias(self, f: dict, rows: int, L: int) -> int:
@@ -137,13 +188,17 @@ class AttentionRules:
         rep = hq // hkv
         q, kc, vc, out = (self.tensor_of(f[k]) for k in ("input1_id", "input2_id", "input3_id", "output_id"))
         s = int(self.tensors[q].shape[1])
-        L = int(self.tensors[kc].shape[0]) // (hkv * d)
+        L = int(self.tensors[kc].shape[1]) if len(self.tensors[kc].shape) == 3 else \
+            int(self.tensors[kc].shape[0]) // (hkv * d)
         heads = []
-        for c in (kc, vc):
+        for c, perm in ((kc, [1, 0, 2]), (vc, [1, 2, 0])):
+            if len(self.tensors[c].shape) == 3:  # the cache's twin ([Hkv, L, D] for keys, [Hkv, D, L] for values)
+                heads.append(c)
+                continue
             c3 = self.add_tensor([L, hkv, d], F)
             self.op("RESHAPE", [c, self.i32([-1, hkv, d])], [c3])
-            h = self.add_tensor([hkv, L, d], F)
-            self.op("TRANSPOSE", [c3, self.i32([1, 0, 2])], [h])
+            h = self.add_tensor([hkv, L, d] if perm == [1, 0, 2] else [hkv, d, L], F)
+            self.op("TRANSPOSE", [c3, self.i32(perm)], [h])
             heads.append(h)
         q4 = self.add_tensor([s, hkv, rep, d], F)
         self.op("RESHAPE", [q, self.i32([-1, hkv, rep, d])], [q4])
@@ -160,7 +215,9 @@ class AttentionRules:
         probs = self.add_tensor([hkv, s * rep, L], F)
         self.op("SOFTMAX", [masked], [probs], "SoftmaxOptions", beta=1.0)
         ctx = self.add_tensor([hkv, s * rep, d], F)
-        self.op("BATCH_MATMUL", [probs, heads[1]], [ctx], "BatchMatMulOptions")
+        # the values as [Hkv, D, L] (their twin's layout, and what the plain path transposes them to): XNNPACK
+        # packs a right-hand side given transposed (N x K) with a vector kernel, one given as K x N with a scalar one
+        self.op("BATCH_MATMUL", [probs, heads[1]], [ctx], "BatchMatMulOptions", adjY=True)
         c4 = self.add_tensor([hkv, s, rep, d], F)
         self.op("RESHAPE", [ctx, self.i32([hkv, -1, rep, d])], [c4])
         ct = self.add_tensor([s, hkv, rep, d], F)

@@ -55,32 +55,16 @@ class _Layout:
     read from."""
 
     def __init__(self, graph: G.Graph, tensors: list, args: tuple, dynamic_sizes: frozenset):
-        ext = {v.id: v.external_id for v in list(graph.inputs) + list(graph.outputs)}
         self.n_in = len(graph.inputs)
         self.offsets: dict[int, int] = {}  # input -> elements per position
         self.keys: set[int] = set()  # inputs holding each key's position
         self.queries: dict[int, tuple] = {}  # input -> (query heads per kv head, causal)
         self.caches: dict[int, int] = {}  # input or output -> elements per position (a cache's first L bound)
-        declared = set()
-        for n in graph.nodes:
-            f = n.fields
-            if n.kind == G.KV_UPDATE:
-                self.offsets[ext[f["input3_id"]]] = f["row"]
-                for k in ("input1_id", "output_id"):
-                    if f[k] in ext:
-                        self.caches[ext[f[k]]] = f["row"]
-                declared.add(f["s"])
-            elif n.kind == G.SDPA:
-                self.keys.add(ext[f["input4_id"]])
-                self.queries[ext[f["input5_id"]]] = (f["hq"] // f["hkv"], f["causal"])
-                for k in ("input2_id", "input3_id"):
-                    if f[k] in ext:
-                        self.caches[ext[f[k]]] = f["hkv"] * f["d"]
-                declared.add(f["s"])
-        if len(declared) != 1:
-            raise Unsupported(f"attention over sequence lengths {sorted(declared)} in one graph")
-        self.s = declared.pop()
-        lengths = {tensors[args[e]].shape[1] for e in self.caches}
+        self.starts: dict[int, int] = {}  # input holding [0, position, 0] or [0, 0, position] -> where the position is
+        # input or output -> (heads, head dim, whether a value cache's): a cache's twin (.attention)
+        self.twins: dict[int, tuple] = {}
+        self._read_nodes(graph)
+        lengths = {tensors[args[e]].shape[1] for e in list(self.caches) + list(self.twins)}
         if len(lengths) != 1:
             raise Unsupported("KV caches of different lengths in one graph")
         self.p = lengths.pop()
@@ -90,14 +74,18 @@ class _Layout:
         self.others: dict[int, tuple] = {}  # input -> its dims, 0 for the one the call's shape decides
         for v in graph.inputs:
             e = v.external_id
-            if e in self.caches or e in self.offsets or e in self.keys or e in self.queries:
+            if any(e in kind for kind in (self.caches, self.offsets, self.keys, self.queries, self.starts,
+                                          self.twins)):
                 continue
             dynamic = getattr(tensors[args[e]], "dynamic", False)
             dims = tuple(0 if dynamic and d in dynamic_sizes else d for d in v.dims)
             if dims.count(0) > 1:
                 raise Unsupported(f"input {e} {list(v.dims)} has more than one dim that changes at run time")
             self.others[e] = dims
-        self.outs = [e for e in range(self.n_in, len(args)) if e not in self.caches]
+        self.outs = [e for e in range(self.n_in, len(args)) if e not in self.caches and e not in self.twins]
+        # each twin's output is its input's buffer again: paired by the cache slot the call passes for both
+        self.twin_of = {e: next(i for i in self.twins if i < self.n_in and args[i] == args[e])
+                        for e in self.twins if e >= self.n_in}
         # the sequence length of a call: the dim of a dynamic input declared at the attention's bound
         self.seq_at = None
         if self.s in dynamic_sizes:
@@ -106,6 +94,36 @@ class _Layout:
                                None)
             if self.seq_at is None:
                 raise Unsupported("no input of the graph carries the attention's sequence length")
+
+    def _read_nodes(self, graph: G.Graph) -> None:
+        """The external values the cache, twin and attention nodes read and write, by kind, and the declared
+        sequence length ``s``."""
+        ext = {v.id: v.external_id for v in list(graph.inputs) + list(graph.outputs)}
+        declared = set()
+        twins = {}  # value id -> whether it is a value cache's twin ([Hkv, D, L]) or a key cache's ([Hkv, L, D])
+        for n in graph.nodes:
+            f = n.fields
+            if n.kind == G.KV_SHADOW:
+                self.starts[ext[f["input3_id"]]] = 2 if f["values"] else 1
+                twins.update({f["input1_id"]: f["values"], f["output_id"]: f["values"]})
+            elif n.kind == G.KV_UPDATE:
+                self.offsets[ext[f["input3_id"]]] = f["row"]
+                self.caches.update({ext[f[k]]: f["row"] for k in ("input1_id", "output_id") if f[k] in ext})
+                declared.add(f["s"])
+            elif n.kind == G.SDPA:
+                self.keys.add(ext[f["input4_id"]])
+                self.queries[ext[f["input5_id"]]] = (f["hq"] // f["hkv"], f["causal"])
+                for k in ("input2_id", "input3_id"):
+                    if len(graph.values[f[k]].dims) == 3:
+                        twins[f[k]] = k == "input3_id"
+                    elif f[k] in ext:
+                        self.caches[ext[f[k]]] = f["hkv"] * f["d"]
+                declared.add(f["s"])
+        self.twins.update({ext[v]: (graph.values[v].dims[0], graph.values[v].dims[1 if values else 2], values)
+                           for v, values in twins.items() if v in ext})
+        if len(declared) != 1:
+            raise Unsupported(f"attention over sequence lengths {sorted(declared)} in one graph")
+        self.s = declared.pop()
 
 
 def _input_id(graph: G.Graph, e: int) -> int:
@@ -149,19 +167,19 @@ class KvPlan:
         self._lock = threading.Lock()
         # memory of the plan's own for what is not a cache: each input at its upper bound, bound by its prefix
         self._own = {e: _aligned((1,), np.int32) for e in lay.offsets}
-        self._own.update({e: np.arange(lay.p, dtype=np.float32) for e in lay.keys})
+        self._own.update({e: _aligned((3,), np.int32) for e in lay.starts})
+        self._own.update({e: _aligned_copy(np.arange(lay.p, dtype=np.float32)) for e in lay.keys})
         self._own.update({e: _aligned((lay.s * rep,), np.float32) for e, (rep, _) in lay.queries.items()})
         self._own.update({e: _aligned((math.prod(d if d else lay.s for d in dims),), self._dtypes[e])
                           for e, dims in lay.others.items()})
-        for e in lay.keys:
-            self._own[e] = _aligned_copy(self._own[e])
         # prepared at one token and the first GROW positions: LiteRT sizes its memory for what it is prepared at
         s0 = 1 if lay.seq_at is not None else lay.s
         L0 = min(lay.p, GROW)
         shapes = self._lengths(L0, s0, {e: tuple(d if d else 1 for d in dims) for e, dims in lay.others.items()})
         # the graph as translated (a forked child translates it again: the model's weights are given back)
-        self._graph = declared_at(_flattened(graph, lay.others), set(dynamic_sizes),
-                                  {e: (n,) for e, n in shapes.items()})
+        at_load = {e: (n,) for e, n in shapes.items()}
+        at_load.update({e: _twin_shape(h, d, v, L0) for e, (h, d, v) in lay.twins.items() if e < lay.n_in})
+        self._graph = declared_at(_flattened(graph, lay.others), set(dynamic_sizes), at_load)
         self._state = None  # (L, S, input shapes) the buffers are bound for
         self._cm = None
         self._open()
@@ -172,6 +190,7 @@ class KvPlan:
         lay = self._lay
         got = {e: L * row for e, row in lay.caches.items() if e < lay.n_in}
         got.update({e: 1 for e in lay.offsets})
+        got.update({e: 3 for e in lay.starts})
         got.update({e: L for e in lay.keys})
         got.update({e: s * rep for e, (rep, _) in lay.queries.items()})
         got.update({e: math.prod(shape) for e, shape in shapes.items()})
@@ -208,7 +227,7 @@ class KvPlan:
         names = list(sig["inputs"])
         self._in_pos = [names.index(f"i{e:04d}") for e in range(self._lay.n_in)]
         self._out_names = list(sig["outputs"])
-        self._in_len = {e: int(np.prod(ins[f"i{e:04d}"]["shape"])) for e in range(self._lay.n_in)}
+        self._in_shapes = {e: tuple(ins[f"i{e:04d}"]["shape"]) for e in range(self._lay.n_in)}
         self._cm, self._TB, self._key = cm, TensorBuffer, sig["key"]
         self._state = None
 
@@ -226,7 +245,7 @@ class KvPlan:
                 self._open()
             others = [(e, input_array(args, e, self._dtypes[e])) for e in lay.others]
             s = lay.s if lay.seq_at is None else dict(others)[lay.seq_at[0]].shape[lay.seq_at[1]]
-            pos = {e: args[e] for e in list(lay.offsets) + list(lay.queries)}
+            pos = {e: args[e] for e in list(lay.offsets) + list(lay.queries) + list(lay.starts)}
             for e, p in pos.items():
                 if not isinstance(p, (int, np.integer)):
                     raise DelegateError(f"KV cache position must be an int, got {type(p).__name__}")
@@ -241,6 +260,8 @@ class KvPlan:
             own = self._own
             for e, row in lay.offsets.items():
                 own[e][0] = pos[e] * row
+            for e, at in lay.starts.items():
+                own[e][at] = pos[e]
             for e, (rep, causal) in lay.queries.items():
                 q = own[e][:s * rep].reshape(s, rep)
                 q[...] = (np.arange(pos[e], pos[e] + s, dtype=np.float32)[:, None] if causal else
@@ -264,22 +285,33 @@ class KvPlan:
         memory of a call at them: every input and output is memory of pterun's (the caches the method's own)."""
         lay, cm, TB = self._lay, self._cm, self._TB
         lengths = self._lengths(L, s, {e: a.shape for e, a in others})
+        shapes = {e: (n,) for e, n in lengths.items()}
+        shapes.update({e: _twin_shape(h, d, v, L) for e, (h, d, v) in lay.twins.items() if e < lay.n_in})
         try:
             with capture_native_stderr():
-                for e, n in lengths.items():
-                    if self._in_len[e] != n:
-                        cm.resize_input_tensor(self._in_pos[e], [n], 0, strict=False)
-                        self._in_len[e] = n
+                for e, shape in shapes.items():
+                    if self._in_shapes[e] != shape:
+                        cm.resize_input_tensor(self._in_pos[e], list(shape), 0, strict=False)
+                        self._in_shapes[e] = shape
                 ins = [None] * lay.n_in
                 for e, n in lengths.items():
                     memory = _prefix(args[e], n) if e in lay.caches else self._own[e][:n]
                     ins[self._in_pos[e]] = TB.create_from_host_memory(memory)
+                for e, (_, _, values) in lay.twins.items():  # the twins of the caches' first L positions, made
+                    if e < lay.n_in:  # from the method's caches, in buffers of LiteRT's (host memory binds 1-D
+                        # inputs only)
+                        buf = ins[self._in_pos[e]] = cm.create_input_buffer_by_name(self._key, f"i{e:04d}")
+                        first = args[e].array[0, :L]
+                        buf.write(np.ascontiguousarray(first.transpose((1, 2, 0) if values else (1, 0, 2))))
                 details = cm.get_output_tensor_details(self._key)
                 outs, arrays = [], []
                 for name in self._out_names:  # in the signature's order
                     e = lay.n_in + int(name[1:])
                     if e in lay.caches:  # the cache's input memory again: written in place
                         outs.append(TB.create_from_host_memory(_prefix(args[e], L * lay.caches[e])))
+                        continue
+                    if e in lay.twins:  # the twin's input buffer again
+                        outs.append(ins[self._in_pos[lay.twin_of[e]]])
                         continue
                     a = _aligned(tuple(details[name]["shape"]), np.dtype(details[name]["dtype"]))
                     arrays.append((e, a))
@@ -290,6 +322,10 @@ class KvPlan:
                                 f"positions: {str(e).strip()[:200]}") from e
         self._ins, self._outs, self._out_arrays = ins, outs, arrays
         self._state = (L, s, tuple(a.shape for _, a in others))
+
+
+def _twin_shape(heads: int, d: int, values: bool, L: int) -> tuple:
+    return (heads, d, L) if values else (heads, L, d)
 
 
 def _prefix(t, n: int) -> np.ndarray:
