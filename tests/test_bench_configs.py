@@ -327,3 +327,19 @@ def test_the_decode_attention_probe_agrees_with_the_numpy_kernels(capsys):
     assert grew.endswith("XNNPACK partitions at 24 positions: 2")
     assert lines[-2].startswith("pos 9: numpy ") and all(w in lines[-2] for w in ("variable", "bound", "prefix"))
     assert lines[-1].startswith("pos 20: numpy ") and "prefix" in lines[-1] and "bound" not in lines[-1]
+
+
+def test_decode_steps_times_pterun_from_each_position(capsys):
+    # bench/decode_steps.py: ms a decode step from given positions, each in a fresh worker process
+    pytest.importorskip("ai_edge_litert")
+    import decode_steps
+
+    from fixtures_util import FIXTURES
+    assert decode_steps.main([str(FIXTURES / "llm" / "kv_xnn.pte"), "--pos", "5", "40", "--steps", "4",
+                              "--rounds", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("kv_xnn.pte: ms a decode step, mean of 4 steps, 1 thread(s)")
+    assert [line.split(":")[0] for line in lines[1:]] == ["positions 5-8", "positions 40-43"]
+    assert all(float(line.split("pterun ")[1]) > 0 for line in lines[1:])
+    with pytest.raises(SystemExit, match="pterun worker failed"):  # past the 128-position cache
+        decode_steps.main([str(FIXTURES / "llm" / "kv_xnn.pte"), "--pos", "126", "--steps", "4", "--rounds", "1"])
