@@ -2,8 +2,8 @@
 
 ExecuTorch's LLM exporter leaves ``llama::update_cache`` and ``llama::custom_sdpa`` between the XNNPACK delegates
 of every layer, so a decode step is ~15 LiteRT calls with Python between them. Here they join the merged graph
-(:mod:`..merge`) as two node kinds of pterun's own (:data:`.graph.KV_UPDATE`, :data:`.graph.SDPA`), and the LiteRT
-engine runs them (:class:`.kvplan.KvPlan`):
+(:mod:`..merge`) as node kinds of pterun's own (:data:`.graph.KV_UPDATE`, :data:`.graph.SDPA`,
+:data:`.graph.KV_SHADOW`), and the LiteRT engine runs them (:class:`.kvplan.KvPlan`):
 
 * a cache ``[1, P, Hkv, D]`` is held flat, and only its first ``L`` positions are in the graph: a prefix of its
   memory. The plan binds that prefix in place, as the memory of both the cache's input and its output, so
@@ -22,10 +22,11 @@ engine runs them (:class:`.kvplan.KvPlan`):
 
 The position is an int the method computes while it runs (``start_pos``). It reaches the graph as inputs the plan
 fills from it: the update's element offset, each key's position and the last position each query row may see.
-Those inputs are keyed ``("offset", int slot, elements per position)``, ``("keys", int slot)`` and ``("queries",
-int slot, query heads per kv head, causal, declared sequence length)`` among the merger's inputs; the merged call
-passes the int slot for them. Every input is one-dimensional, so the plan can bind memory of its own to each
-(LiteRT binds host memory to 1-D inputs only).
+Those inputs are keyed ``("offset", int slot, elements per position)``, ``("keys", int slot)``, ``("queries",
+int slot, query heads per kv head, causal, declared sequence length)`` and ``("start", int slot, values)`` (a
+twin's ``[0, position, 0]`` or ``[0, 0, position]``) among the merger's inputs, and a twin as ``("shadow", cache
+slot)`` among its inputs and outputs; the merged call passes the slot for them. Every input but the twins is
+one-dimensional, so the plan can bind memory of its own to each (LiteRT binds host memory to 1-D inputs only).
 
 The attention's float32 arithmetic is XNNPACK's, in another order than the NumPy kernel's: outputs agree within
 the float tolerance. A method whose linear layers quantize activations per token (8da4w) can see a difference

@@ -12,9 +12,11 @@ and the interpreter gives caches aligned memory of their own before merging
 On each call the plan reads the position (the ints the graph's position inputs stand for) and the sequence
 length ``S`` (from the run-time shape of an input that carries it), and works out ``L``: the positions in use,
 ``max(start_pos) + S``, rounded up to :data:`GROW`. When ``L`` or a shape changes, LiteRT's inputs are resized,
-which has XNNPACK prepare the graph again (~1 ms for a 12-layer model); every :data:`GROW` tokens of a decode,
-and once between a prefill and its decode. Then it writes the element offsets (host memory too), the masks and
-the other inputs (LiteRT's own buffers), invokes once, and copies the other outputs into the method's tensors.
+which has XNNPACK prepare the graph again, and the caches' twins (:mod:`.attention`) are made again from the
+method's caches: 2.5-5 ms for the 130M Llama's 12 layers, every :data:`GROW` tokens of a decode and once between
+a prefill and its decode. Then it writes the element offsets, the key and query positions and the other inputs
+into memory of its own (every input but the twins is 1-D host memory of pterun's: LiteRT binds no other), invokes
+once, and copies the other outputs into the method's tensors.
 
 A position past the cache raises :class:`pterun.errors.DelegateError` before anything is written, as
 ``update_cache`` refuses it.
@@ -41,9 +43,9 @@ from pterun.errors import DelegateError
 
 __all__ = ["ALIGN", "GROW", "KvPlan"]
 
-#: The cache positions in the graph grow by this many at a time (each growth prepares XNNPACK again). Measured on
-#: the 130M Llama, one thread: 16 positions cost more in preparing than they save in attention; 64 read ~30 more
-#: positions a step on average than 32 for nothing.
+#: The cache positions in the graph grow by this many at a time (each growth prepares XNNPACK again). Session 27's
+#: prototype of this join, 130M 8da4w Llama, one thread, positions 30-93: 3.82 ms a step growing by 32, 4.22 by
+#: 64 (bench/README.md).
 GROW = 32
 #: LiteRT works in place only on host memory at this boundary
 ALIGN = 64
