@@ -1,28 +1,24 @@
 """Merging neighbouring XNNPACK delegate calls into one LiteRT graph (pterun.interp.merge and
 pterun.delegates.xnnpack.merge): which runs are found, how graphs join (and when they must not), the mean node on
-both engines, and the settings that turn it off."""
+both engines. On a real exported LLM: test_merge_llm.py."""
 
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from merge_util import add_later, find_runs_in, mean_values, merge_over, run_plan, slots, without_attention_join
-from pterun import Runtime
+from merge_util import add_later, find_runs_in, mean_values, merge_over, run_plan, slots
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.merge import CannotMerge
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
-from pterun.format.schema import DELEGATE_CALL, FREE_CALL, KERNEL_CALL
 from pterun.interp.merge import Absorbed, DelegatePart
 from pterun.interp.tensor import Tensor
 from xnn_payloads import Graph, out_tensor, tensor
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 needs_litert = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
-LLM = Path(__file__).parent / "fixtures" / "llm"
 RNG = np.random.default_rng(7)
 
 
@@ -192,100 +188,6 @@ def test_a_one_element_value_joins_a_delegate_that_reads_it_at_another_rank(engi
                    slots({1: (), 2: (), 10: (), 12: (2,), 13: (2,)}))
 
 
-# -- a real exported LLM -------------------------------------------------------------------------------------
-def _decode(method, steps=3):
-    outs = [method.execute([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])[0]]
-    for p in range(5, 5 + steps):
-        outs.append(method.execute([np.array([[3 + p]], dtype=np.int64), np.array([p], dtype=np.int64)])[0])
-    return outs
-
-
-@needs_litert
-def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
-    """Where LiteRT cannot take the KV caches and attention (here: the backend told not to hold them), each
-    layer's delegates merge, and the cache updates and attention run between the calls."""
-    without_attention_join(monkeypatch)
-    merged = Runtime(merge_delegates=True).load_program(LLM / "kv_xnn.pte").load_method("forward")
-    separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
-    runs = merged._runner.merged
-    assert len(runs) == 4 and not separate._runner.merged
-    plan = merged._runner.plan.chains[0]
-    for run, ex, args in runs.values():  # a run starts and ends with a delegate call and holds only mergeable ones
-        assert plan[run.start].kind == DELEGATE_CALL and plan[run.stop - 1].kind == DELEGATE_CALL
-        assert all(plan[pc].kind in (DELEGATE_CALL, KERNEL_CALL, FREE_CALL) for pc in range(run.start, run.stop))
-        assert ex.engine == "litert"
-    calls = len([e for e in merged.steps if e.kind == "DelegateCall"])
-    before = len([e for e in separate.steps if e.kind == "DelegateCall"])
-    joined = sum(sum(isinstance(p, DelegatePart) for p in run.parts) - 1 for run, _, _ in runs.values())
-    assert (before, calls) == (24, 24 - joined) and calls == 5  # each layer's rotary-embedding call joined its own
-    assert [d.engine for d in merged.delegates] == ["litert"] * len(merged.delegates)
-    for a, b in zip(_decode(separate), _decode(merged)):
-        assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
-
-
-@needs_litert
-@pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
-def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
-    """ExecuTorch's LLM exporter leaves update_cache and custom_sdpa between every layer's delegates; merged with
-    them, a step of the two-layer fixture is three calls, not 24 (or 5 without them), with the numbers kept."""
-    from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
-    merged = Runtime(merge_delegates=True).load_program(LLM / f"{name}.pte").load_method("forward")
-    separate = Runtime(merge_delegates=False).load_program(LLM / f"{name}.pte").load_method("forward")
-    runner = merged._runner
-    plan, ops = runner.plan.chains[0], runner.plan.operators
-    kv = [(run, ex) for run, ex, _ in runner.merged.values() if isinstance(ex, KvPlan)]
-    assert len(kv) == 1
-    run, ex = kv[0]
-    held = [ops[plan[pc].op_index] for pc in range(run.start, run.stop) if plan[pc].kind == KERNEL_CALL]
-    everywhere = [ops[ins.op_index] for ins in plan if ins.kind == KERNEL_CALL]
-    for op in ("llama::update_cache.out", "llama::custom_sdpa.out"):  # every one of them, in the one call
-        assert held.count(op) == everywhere.count(op) == {"llama::update_cache.out": 4}.get(op, 2)
-    assert ex.engine == "litert" and run.deferred == ()
-    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 3
-    for a, b in zip(_decode(separate, 40), _decode(merged, 40)):  # past 32 positions: the caches grow in the graph
-        assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
-
-
-@needs_litert
-def test_trace_shows_a_merged_call_as_one_instruction():
-    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
-    (run, _, _), *_ = method._runner.merged.values()
-    event = next(e for e in method.steps if e.index == run.start)
-    later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
-    assert event.kind == "DelegateCall" and event.detail == (f"instructions {run.start}-{run.stop - 1} merged into "
-                                                             f"one call{later}")
-    indices = {t.index for t in method.trace([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])}
-    assert run.start in indices and indices & set(range(run.start + 1, run.stop)) == set(run.deferred)
-
-
-@needs_litert
-def test_a_merged_call_moves_past_the_cache_update_and_attention_runs_after_it(monkeypatch):
-    """Between a layer's projections and its rotary embedding, ExecuTorch writes the value cache; the merged call
-    holds both delegates, and the cache update (with the view it reads) runs right after it, in program order
-    (where the backend does not hold the update itself)."""
-    without_attention_join(monkeypatch)
-    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
-    plan, ops = method._runner.plan.chains[0], method._runner.plan.operators
-    runs = [run for run, _, _ in method._runner.merged.values() if run.deferred]
-    assert runs
-    for run in runs:
-        assert {ops[plan[pc].op_index] for pc in run.deferred} == {"executorch_prim::et_view.default",
-                                                                   "llama::update_cache.out"}
-        order = [e.index for e in method.steps]
-        at = order.index(run.start)
-        assert order[at + 1:at + 1 + len(run.deferred)] == list(run.deferred)
-        assert not set(order) & (set(range(run.start + 1, run.stop)) - set(run.deferred))
-
-
-@needs_litert
-def test_merging_is_off_by_variable_for_the_numpy_engine_and_overridden_by_the_runtime(monkeypatch):
-    path = LLM / "kv_xnn.pte"
-    assert not Runtime(engine="numpy").load_program(path).load_method("forward")._runner.merged
-    monkeypatch.setenv("PTERUN_NO_MERGE", "1")
-    assert not Runtime().load_program(path).load_method("forward")._runner.merged
-    assert Runtime(merge_delegates=True).load_program(path).load_method("forward")._runner.merged
-
-
 # -- finding runs on a synthetic plan ---------------------------------------------------------------------------
 
 
@@ -365,27 +267,6 @@ def test_an_instruction_is_not_deferred_past_a_call_that_writes_its_memory():
     chains[0].append(DelegateCall(2, (5, 6)))
     (run,), _ = find_runs_in(chains, outputs=(6,), later=add_later, values=(values, tags))
     assert (run.start, run.stop, run.deferred) == (0, 4, (1,))
-
-
-@needs_litert
-def test_the_cache_update_moves_only_because_its_out_placeholder_is_declared_unwritten(monkeypatch):
-    """The memory plan puts a later output of the merged call where update_cache's [1] ``out`` lies; only the
-    kernel's declaration that it never writes ``out`` lets the update move past that call."""
-    from pterun.kernels import KERNELS
-    from pterun.kernels.llm import update_cache_out
-
-    without_attention_join(monkeypatch)
-
-    def deferred():
-        method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
-        return [run.deferred for run, _, _ in method._runner.merged.values() if run.deferred]
-
-    assert KERNELS["llama::update_cache.out"].unwritten == (3,) and deferred()
-    out = np.full(1, 7.0, np.float32)
-    assert update_cache_out(np.ones((1, 1, 2, 4), np.float32), np.zeros((1, 4, 2, 4), np.float32), 1, out) == \
-        (None, None) and out[0] == 7.0  # what the declaration says: ``out`` is left alone
-    monkeypatch.setattr(KERNELS["llama::update_cache.out"], "unwritten", ())
-    assert deferred() == []
 
 
 # -- views, slices and squeezes in a merged graph ------------------------------------------------------------------
@@ -499,33 +380,6 @@ def test_load_dims_shrink_the_dynamic_bound_of_dynamic_inputs_only():
     dims = load_dims({127}, lambda ext: ext != 1)
     assert dims(0, (1, 127, 64)) == (1, 1, 64) and dims(1, (1, 127, 64)) is None and dims(0, (4, 8)) == (4, 8)
     assert load_dims(frozenset(), lambda ext: True) is None  # a method without dynamic inputs: declared dims
-
-
-@needs_litert
-def test_an_llm_is_prepared_at_one_token_and_grows_with_the_prompt():
-    """LiteRT sizes its memory for the shapes an interpreter is prepared at: at the 127-token bound, a model
-    holds activation memory for 127 tokens from load on (for a ~500M Llama, ~430 MB of its 1.39 GB after load)."""
-    from pterun.delegates.xnnpack.litert_engine.kvplan import GROW, KvPlan
-    method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
-    plans = list({id(e): e for e in method._runner.executors}.values())
-    assert method._runner.dynamic_sizes == frozenset({127})
-    kv = [p for p in plans if isinstance(p, KvPlan)]
-    assert len(kv) == 1  # the layers, with their caches and attention: prepared at one token over GROW positions
-    shapes = kv[0]._in_shapes  # the caches' first GROW positions of 2 x 16 elements are the largest inputs, flat or
-    assert max(np.prod(s) for s in shapes.values()) == GROW * 32  # as twins; a 127-token activation is 127 x 64
-    assert sorted(shapes[e] for e in kv[0]._lay.caches if e < kv[0]._lay.n_in) == [(GROW * 32,)] * 4
-    assert sorted(shapes[e] for e in kv[0]._lay.twins if e < kv[0]._lay.n_in) == [(2, 16, GROW)] * 2 + \
-        [(2, GROW, 16)] * 2  # value caches' twins [Hkv, D, L], key caches' [Hkv, L, D]
-    for p in plans:
-        if isinstance(p, KvPlan):
-            continue
-        for v, t in zip(p._graph.inputs, p.inputs):
-            assert p._shapes[t[1]] == tuple(1 if d == 127 else d for d in v.dims)
-        # ... and so is everything after the inputs: XNNPACK sizes its workspace for the model's declared dims
-        assert [d["name"] for d in p._interp.get_tensor_details() if 127 in d["shape"]] == []
-    separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
-    for a, b in zip(_decode(separate, 2), _decode(method, 2)):  # a 5-token prefill, then decode: resized on the way
-        assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
 
 
 @needs_litert
