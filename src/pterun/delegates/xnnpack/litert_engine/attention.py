@@ -160,9 +160,8 @@ class AttentionRules:
         score gets +0 (unchanged); elsewhere its softmax weight is exactly 0, as with -inf. One per pair of position
         inputs: the layers of a step share it."""
         key = (f["input4_id"], f["input5_id"])
-        known = self.__dict__.setdefault("_biases", {})
-        if key in known:
-            return known[key]
+        if key in self.biases:
+            return self.biases[key]
         F = self.S.TensorType.FLOAT32
         keys, queries = self.tensor_of(f["input4_id"]), self.tensor_of(f["input5_id"])
         kr = self.add_tensor([1, L], F)
@@ -175,7 +174,7 @@ class AttentionRules:
         self.op("MINIMUM", [ahead, self.const(np.zeros(1, np.float32), "FLOAT32")], [behind])
         bias = self.add_tensor([rows, L], F)
         self.op("MUL", [behind, self.const(np.array([1e30], np.float32), "FLOAT32")], [bias], "MulOptions")
-        known[key] = bias
+        self.biases[key] = bias
         return bias
 
     def node_Sdpa(self, n: G.Node) -> None:

@@ -84,14 +84,15 @@ class _Layout:
             if dims.count(0) > 1:
                 raise Unsupported(f"input {e} {list(v.dims)} has more than one dim that changes at run time")
             self.others[e] = dims
-        self.outs = [e for e in range(self.n_in, len(args)) if e not in self.caches and e not in self.twins]
+        self.positions = (*self.offsets, *self.queries, *self.starts)  # inputs filled from the call's int
         # each twin's output is its input's buffer again: paired by the cache slot the call passes for both
         self.twin_of = {e: next(i for i in self.twins if i < self.n_in and args[i] == args[e])
                         for e in self.twins if e >= self.n_in}
-        # the sequence length of a call: the dim of a dynamic input declared at the attention's bound
+        # the sequence length of a call: (which of ``others``, dim) of a dynamic input declared at the attention's
+        # bound
         self.seq_at = None
         if self.s in dynamic_sizes:
-            self.seq_at = next(((e, dims.index(0)) for e, dims in self.others.items()
+            self.seq_at = next(((k, dims.index(0)) for k, (e, dims) in enumerate(self.others.items())
                                 if 0 in dims and graph.values[_input_id(graph, e)].dims[dims.index(0)] == self.s),
                                None)
             if self.seq_at is None:
@@ -246,8 +247,8 @@ class KvPlan:
             if self._cm is None:
                 self._open()
             others = [(e, input_array(args, e, self._dtypes[e])) for e in lay.others]
-            s = lay.s if lay.seq_at is None else dict(others)[lay.seq_at[0]].shape[lay.seq_at[1]]
-            pos = {e: args[e] for e in list(lay.offsets) + list(lay.queries) + list(lay.starts)}
+            s = lay.s if lay.seq_at is None else others[lay.seq_at[0]][1].shape[lay.seq_at[1]]
+            pos = {e: args[e] for e in lay.positions}
             for e, p in pos.items():
                 if not isinstance(p, (int, np.integer)):
                     raise DelegateError(f"KV cache position must be an int, got {type(p).__name__}")

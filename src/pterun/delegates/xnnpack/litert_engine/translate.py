@@ -45,6 +45,7 @@ class _Translator(NodeRules, KernelRules, AttentionRules, ModelWriter):
         self.nhwc: dict[int, int] = {}  # NCHW tensor of a kernel node -> the same values as NHWC (lower.py)
         self.pending_nchw: set[int] = set()  # NCHW tensors not written yet: made from their NHWC twin when read
         self.convs: dict[int, tuple] = {}  # NHWC output of a kernel's convolution -> (filter, bias, dense)
+        self.biases: dict[tuple, int] = {}  # (key positions, query positions) -> an attention mask (.attention)
         self.consumers: dict[int, list[G.Node]] = {}
         for n in graph.nodes:
             for k, vid in n.fields.items():
