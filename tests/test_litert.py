@@ -1,8 +1,8 @@
-"""The LiteRT engine: the fallbacks (LiteRT missing or failing to import, a flatbuffers it cannot write with, a graph it
-cannot take, an input shape it cannot take), the delegate being XNNPACK's (never LiteRT's builtin kernels), dynamic
-shapes, threads, 4-bit weights staying packed. Which engine is chosen, and what the user sees of it, is in
-test_engine_selection.py; fixture accuracy on both engines in test_xnnpack_fixtures.py; the engine's memory (model
-bytes, packed weights given back) in test_litert_memory.py."""
+"""The LiteRT engine: the fallbacks (LiteRT missing or failing to import, a graph it cannot take, an input shape it
+cannot take), the delegate being XNNPACK's (never LiteRT's builtin kernels), dynamic shapes, threads, 4-bit weights
+staying packed. Which engine is chosen, and what the user sees of it, is in test_engine_selection.py; fixture
+accuracy on both engines in test_xnnpack_fixtures.py; the engine's memory (model bytes, packed weights given back)
+in test_litert_memory.py."""
 
 from __future__ import annotations
 
@@ -75,36 +75,6 @@ def test_missing_litert_falls_back_under_auto_and_is_an_error_when_requested():
                              "ai-edge-litert is not installed")
     assert second.endswith("(pip install ai-edge-litert, or use engine='auto' or 'numpy')")
     assert r.stderr == ""
-
-
-@needs_litert
-@pytest.mark.parametrize("old, why", [(False, "has no Builder"),
-                                      (True, "has a Builder that does not end a vector as flatbuffers 2 does")])
-def test_a_flatbuffers_the_model_writer_cannot_use_falls_back_with_the_reason(monkeypatch, old, why):
-    import types
-
-    import flatbuffers
-
-    from pterun.delegates.xnnpack.litert_engine import env as L
-
-    fake = types.ModuleType("flatbuffers")
-    if old:
-        class Builder(flatbuffers.Builder):  # flatbuffers 1.x: EndVector wants the vector's length
-            def EndVector(self, vectorNumElems):
-                return super().EndVector()
-        fake.Builder = Builder
-    monkeypatch.setitem(sys.modules, "flatbuffers", fake)
-    monkeypatch.setattr(L, "_modules_cache", None)
-    monkeypatch.setattr(L, "_modules_error", None)
-    method = Runtime().load_program(FIXTURES / "xnn_mlp.pte").load_method("forward")
-    (d,) = method.delegates
-    assert d.engine == "numpy"
-    assert d.reason.startswith(f"LiteRT unavailable: the flatbuffers package {why}")
-    assert d.reason.endswith("(the model writer needs flatbuffers 2 or later)")
-    (call,) = load_calls("xnn_mlp")[:1]
-    np.testing.assert_allclose(method.execute(call["inputs"])[0], call["outputs"][0], rtol=1e-5, atol=1e-6)
-    with pytest.raises(DelegateError, match="the flatbuffers package"):
-        Runtime().load_program(FIXTURES / "xnn_mlp.pte", engine="litert")
 
 
 def _elu_graph(alpha: float) -> Graph:

@@ -82,6 +82,84 @@ def test_an_operator_or_field_the_writer_does_not_know_is_refused():
         W.ModelWriter().op("ADD", [0, 1], [2], "NoOptions")
 
 
+# -- the flatbuffer writer itself (fbwrite.py), read by the flatbuffers package's generic table reader ------------
+def test_every_scalar_kind_reads_back_aligned_and_tables_of_one_shape_share_a_vtable():
+    from flatbuffers import number_types as N
+    from flatbuffers.table import Table
+
+    from pterun.delegates.xnnpack.litert_engine.fbwrite import Shape, Writer
+
+    kinds = {"u64": (N.Uint64Flags, 8), "u32": (N.Uint32Flags, 4), "i32": (N.Int32Flags, 4),
+             "f32": (N.Float32Flags, 4), "u8": (N.Uint8Flags, 1), "i8": (N.Int8Flags, 1), "bool": (N.BoolFlags, 1)}
+    fields = ((0, "u8"), (1, "off"), (3, "u64"), (4, "i32"), (5, "bool"), (6, "f32"), (7, "i8"), (8, "u32"),
+              (9, "off"))
+    shape = Shape(fields)
+    w = Writer(b"ABCD")
+    rows = [(200, 0, 2**40 + 3, -5, True, 0.25, -7, 4_000_000_000, 0), (1, 0, 9, 6, False, -1.5, 3, 0, 0)]
+    vec = w.slots(2)
+    at = []
+    for k, row in enumerate(rows):
+        w.buf += bytes(k + 1)  # each table starts at another remainder of 8
+        pos = w.table(shape, row)
+        w.patch(pos + shape.at[1], w.vector(np.array([-1, 2**40], "<i8")))
+        w.patch(pos + shape.at[8], w.string("name"))
+        at.append(pos)
+    w.point(vec, at)
+    w.patch(0, vec)
+    buf = bytes(w.buf)
+    assert buf[4:8] == b"ABCD"
+    root = N.UOffsetTFlags.py_type(int.from_bytes(buf[:4], "little"))
+    assert root == vec and int.from_bytes(buf[vec:vec + 4], "little") == 2
+    vtables = set()
+    for k, row in enumerate(rows):
+        slot = vec + 4 + 4 * k
+        t = Table(bytearray(buf), slot + int.from_bytes(buf[slot:slot + 4], "little"))
+        assert t.Pos == at[k]
+        vtables.add(t.Pos - int.from_bytes(buf[t.Pos:t.Pos + 4], "little", signed=True))
+        for (slot_id, kind), value in zip(fields, row):
+            o = t.Offset(4 + 2 * slot_id)
+            assert o != 0, slot_id
+            if kind == "off":
+                continue
+            flags, size = kinds[kind]
+            assert (t.Pos + o) % size == 0, (kind, t.Pos + o)
+            assert t.Get(flags, t.Pos + o) == value, (kind, value)
+        assert t.Offset(4 + 2 * 2) == 0  # slot 2 is not in the shape
+        v = t.Vector(t.Offset(4 + 2 * 1))
+        assert v % 8 == 0 and t.VectorLen(t.Offset(4 + 2 * 1)) == 2
+        assert [t.Get(N.Int64Flags, v + 8 * j) for j in range(2)] == [-1, 2**40]
+        assert t.String(t.Pos + t.Offset(4 + 2 * 9)) == b"name"
+    assert len(vtables) == 1
+
+
+def test_a_file_identifier_is_four_bytes_and_offsets_point_forward():
+    import struct
+
+    from pterun.delegates.xnnpack.litert_engine.fbwrite import Writer
+
+    with pytest.raises(ValueError, match=r"^a file identifier is 4 bytes, got b'TFL'$"):
+        Writer(b"TFL")
+    w = Writer(b"TFL3")
+    early = w.string("written before the vector")
+    vec = w.slots(2)
+    with pytest.raises(ValueError, match=r"^an offset must point forward: object at 8 before the vector at \d+$"):
+        w.point(vec, [w.string("after"), early])
+    with pytest.raises(struct.error):
+        w.patch(vec, early)
+
+
+def test_a_model_is_written_without_the_flatbuffers_package():
+    r = run_python("""
+        import sys
+        sys.modules["flatbuffers"] = None  # an import of it fails
+        import pterun
+        m = pterun.Runtime().load_program("%s").load_method("forward")
+        print([d.engine for d in m.delegates])
+    """ % (FIXTURES / "xnn_mlp.pte"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['litert']"
+
+
 # -- what LiteRT's object API made of the same tables (the writer pterun used before) ----------------------------
 def _object_api_quantization(S, q, made: dict):
     if q is None:

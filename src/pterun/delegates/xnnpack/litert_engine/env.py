@@ -1,7 +1,7 @@
 """The LiteRT installation as the LiteRT engine uses it: the modules it imports once, and LiteRT's native stderr.
 
-:func:`modules` imports ``ai_edge_litert``'s interpreter and the ``flatbuffers`` package the model writer builds with
-(:mod:`.tflite`) on first use and checks that they have what the engine calls; anything missing raises
+:func:`modules` imports ``ai_edge_litert``'s interpreter on first use and checks that it has what the engine
+calls; anything missing raises
 :class:`Unavailable` with the reason, and the caller runs the graph on the NumPy engine. LiteRT writes ``INFO:
 Created TensorFlow Lite XNNPACK delegate for CPU.`` to the process's stderr when the first interpreter is made;
 :class:`capture_native_stderr` routes such lines into the ``pterun`` logger and passes anything else written to
@@ -25,17 +25,17 @@ class Unsupported(Exception):
 
 
 class Unavailable(Exception):
-    """LiteRT (or the ``flatbuffers`` package the model writer builds with) is not installed or not as expected."""
+    """LiteRT is not installed or not as expected."""
 
 
 # -- the installed modules, checked once ---------------------------------------------------------------------------
-_modules_cache: tuple | None = None
+_modules_cache: type | None = None
 _modules_error: str | None = None
 _modules_lock = threading.Lock()
 
 
-def modules() -> tuple:
-    """(the flatbuffers package, LiteRT's Interpreter class); raises :class:`Unavailable` with the reason."""
+def modules() -> type:
+    """LiteRT's Interpreter class; raises :class:`Unavailable` with the reason."""
     global _modules_cache, _modules_error
     with _modules_lock:
         if _modules_cache is None and _modules_error is None:
@@ -48,22 +48,16 @@ def modules() -> tuple:
         return _modules_cache
 
 
-def _import_modules() -> tuple:
-    from pterun.delegates.xnnpack.litert_engine.tflite import builder_problem
-
+def _import_modules() -> type:
     try:
-        import flatbuffers
         from ai_edge_litert import interpreter as interp
     except ImportError as e:
         raise Unavailable(f"ai-edge-litert is not installed ({e})") from None
     except Exception as e:  # installed but broken: a native library that does not load here, ...
         raise Unavailable(f"ai-edge-litert does not import ({type(e).__name__}: {e})") from None
-    problem = builder_problem(flatbuffers)
-    if problem is not None:
-        raise Unavailable(f"the flatbuffers package {problem} (the model writer needs flatbuffers 2 or later)")
     if not hasattr(interp, "Interpreter"):
         raise Unavailable("ai_edge_litert has no Interpreter (a LiteRT version this pterun was not tested with)")
-    return flatbuffers, interp.Interpreter
+    return interp.Interpreter
 
 
 def available() -> str | None:

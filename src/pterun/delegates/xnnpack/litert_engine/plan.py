@@ -369,7 +369,7 @@ def _build_alone(plan: LiteRTPlan) -> None:
 
 
 def _build_group(plans: list) -> None:
-    _, Interpreter = modules()
+    Interpreter = modules()
     parts = [p._pending[0] for p in plans]
     try:
         laid = combine(parts)

@@ -47,7 +47,7 @@ def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir:
     cache directory, a :class:`.compiled.Compiled` over cached packed weights where XNNPACK takes the graph whole
     (:func:`.compiled.open_compiled`). ``keep(obj)`` is given each interpreter or CompiledModel as soon as it
     exists (the fork registry of :mod:`.plan`)."""
-    _, Interpreter = modules()
+    Interpreter = modules()
     declared, small, shrunk = load_shapes(graph, load_dims)
     for attempt in (True, False) if shrunk else (False,):
         tr, laid = translate_laid(declared_at(graph, shrunk, small) if attempt else graph)

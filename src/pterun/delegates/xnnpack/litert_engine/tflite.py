@@ -1,17 +1,16 @@
 """The TFLite model format as pterun writes it: the facts of TFLite's schema the translation uses, plain records of
-the tables it fills, and :func:`serialize`, which writes them with the ``flatbuffers`` package's ``Builder``.
+the tables it fills, and :func:`serialize`, which writes them into a flatbuffer (:mod:`.fbwrite`).
 
 The facts come from TFLite's ``schema.fbs`` (the schema LiteRT reads): the ``BuiltinOperator`` code of every
 operator the translation can emit, the ``TensorType``, ``Padding``, ``ActivationFunctionType`` and
 ``QuantizationDetails`` codes, and for each options table it fills, its index in the ``BuiltinOptions`` union and
 its fields as (slot, scalar type, default). A field's slot is its position in its table, deprecated fields
-counted (``schema.fbs``'s ``id``); a table that leaves a field out holds its default, so a value equal to the
-default is not written (as flatbuffers' own builders do). Field names are spelled as LiteRT's Python API spells
-them (``fusedActivationFunction`` for ``fused_activation_function``).
+counted (``schema.fbs``'s ``id``); a field left out of a record holds the schema's default. Field names are
+spelled as LiteRT's Python API spells them (``fusedActivationFunction`` for ``fused_activation_function``).
 
-The records hold what pterun sets and nothing else; :func:`serialize` writes each table with the Builder's
-low-level calls. A table or vector that several others point at is written once and shared (a flatbuffer may point
-at one object from many places): the quantization of a tensor and its copies, equal shapes, equal options.
+The records hold what pterun sets and nothing else; :func:`serialize` writes each kind of table with one fixed
+shape (every field it sets, defaults included), so a model of a few thousand tables is written in milliseconds:
+the ``flatbuffers`` package's Builder took ~10 µs a table.
 
 Example::
 
@@ -27,9 +26,11 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from pterun.delegates.xnnpack.litert_engine.fbwrite import Shape, Writer
+
 __all__ = ["ActivationFunctionType", "BlockwiseQuantization", "Buffer", "BuiltinOperator", "BuiltinOptions", "Model",
            "Operator", "OperatorCode", "Options", "Padding", "QuantizationDetails", "QuantizationParameters",
-           "SignatureDef", "SubGraph", "Tensor", "TensorMap", "TensorType", "builder_problem", "options",
+           "SignatureDef", "SubGraph", "Tensor", "TensorMap", "TensorType", "options",
            "serialize"]
 
 # -- the schema's enums, as far as pterun uses them ----------------------------------------------------------------
@@ -85,11 +86,6 @@ OPTIONS = {
     "GeluOptions": (116, {"approximate": (0, "bool", False)}),
 }
 BuiltinOptions = SimpleNamespace(NONE=0, **{name: index for name, (index, _) in OPTIONS.items()})
-#: scalar type -> the Builder call that writes a field of it
-_PREPEND = {"bool": "PrependBoolSlot", "i8": "PrependInt8Slot", "u8": "PrependUint8Slot", "i32": "PrependInt32Slot",
-            "u32": "PrependUint32Slot", "u64": "PrependUint64Slot", "f32": "PrependFloat32Slot"}
-
-
 # -- records of the tables -----------------------------------------------------------------------------------------
 class _Record:
     __slots__ = ()
@@ -213,154 +209,135 @@ def options(table: str, fields: dict) -> tuple[int, Options]:
 
 
 # -- writing -------------------------------------------------------------------------------------------------------
-def serialize(model: Model, size_hint: int = 1 << 16) -> bytearray:
-    """The flatbuffer of ``model`` (file identifier ``TFL3``). ``size_hint``: the Builder's first buffer size (it
-    grows as needed)."""
-    import flatbuffers
-
-    b = flatbuffers.Builder(min(max(int(size_hint), 1024), flatbuffers.Builder.MAX_BUFFER_SIZE))
-    b.Finish(_Writer(b).model(model), file_identifier=b"TFL3")
-    return b.Output()
-
-
-#: what :func:`serialize` calls on a Builder
-_BUILDER_CALLS = ("StartObject", "EndObject", "StartVector", "EndVector", "CreateString", "CreateNumpyVector",
-                  "PrependUOffsetTRelative", "PrependUOffsetTRelativeSlot", "Finish", "Output",
-                  *sorted(set(_PREPEND.values())))
-
-
-def builder_problem(flatbuffers) -> str | None:
-    """None when ``flatbuffers``'s Builder has what :func:`serialize` calls (flatbuffers 2 or later: its
-    ``EndVector`` takes no length), else what is wrong."""
-    builder = getattr(flatbuffers, "Builder", None)
-    if builder is None:
-        return "has no Builder"
-    missing = [n for n in _BUILDER_CALLS if not hasattr(builder, n)]
-    if missing:
-        return f"has a Builder without {', '.join(missing)}"
-    try:
-        b = builder(64)
-        b.StartVector(4, 0, 4)
-        b.EndVector()
-    except Exception as e:  # flatbuffers 1.x: EndVector(vectorNumElems)
-        return f"has a Builder that does not end a vector as flatbuffers 2 does ({type(e).__name__}: {e})"
-    return None
+def serialize(model: Model) -> bytearray:
+    """The flatbuffer of ``model`` (file identifier ``TFL3``), written front to back (:mod:`.fbwrite`)."""
+    w = Writer(b"TFL3")
+    sigs = model.signatureDefs is not None
+    shape = _MODEL[sigs]
+    pos = w.table(shape, (model.version, 0, 0, 0, 0, 0) if sigs else (model.version, 0, 0, 0, 0))
+    w.patch(0, pos)
+    at = shape.at
+    w.patch(pos + at[1], _tables(w, _opcode, model.operatorCodes))
+    w.patch(pos + at[2], _tables(w, _subgraph, model.subgraphs))
+    w.patch(pos + at[3], w.string(model.description))
+    w.patch(pos + at[4], _tables(w, _buffer, model.buffers))
+    if sigs:
+        w.patch(pos + at[5], _tables(w, _signature, model.signatureDefs))
+    return w.buf
 
 
-class _Writer:
-    """One model's tables written into Builder ``b``, children before their parents (a flatbuffer is built from its
-    end), with the tables and vectors written so far that others may share."""
+# each table's fields as (slot in schema.fbs, type), in the order the functions below give their values
+_MODEL = {sigs: Shape(((0, "u32"), (1, "off"), (2, "off"), (3, "off"), (4, "off")) + (((7, "off"),) if sigs else ()))
+          for sigs in (False, True)}
+_SUBGRAPH = Shape(((0, "off"), (1, "off"), (2, "off"), (3, "off"), (4, "off")))
+_TENSOR = {(q, sig): Shape(((0, "off"), (1, "i8"), (2, "u32"), (3, "off"), (5, "bool"))
+                           + (((4, "off"),) if q else ()) + (((7, "off"),) if sig else ()))
+           for q in (False, True) for sig in (False, True)}
+# scale, zero point, details (each there or not), then details type and quantized dimension
+_QUANT = {have: Shape(tuple((slot, "off") for slot, there in zip((2, 3, 5), have) if there) + ((4, "u8"), (6, "i32")))
+          for have in ((a, b, c) for a in (False, True) for b in (False, True) for c in (False, True))}
+_BLOCKWISE = Shape(((0, "i32"), (1, "i32"), (2, "i32")))
+_OPERATOR = {opts: Shape(((0, "u32"), (1, "off"), (2, "off"), (3, "u8")) + (((4, "off"),) if opts else ()))
+             for opts in (False, True)}
+_OPTIONS = {table: Shape(tuple((slot, kind) for slot, kind, _ in layout.values())) for table, (_, layout) in OPTIONS.items()}
+_OPCODE = Shape(((0, "i8"), (2, "i32"), (3, "i32")))
+_BUFFER = Shape(((1, "u64"), (2, "u64")))
+_SIGNATURE = Shape(((0, "off"), (1, "off"), (2, "off"), (4, "u32")))
+_TENSOR_MAP = Shape(((0, "off"), (1, "u32")))
 
-    def __init__(self, b):
-        self.b = b
-        self.strings: dict[str, int] = {}
-        self.shapes: dict[bytes, int] = {}
-        self.shared: dict = {}  # quantization by id (with the record, kept alive), options by value -> offset
 
-    def string(self, s: str) -> int:
-        off = self.strings.get(s)
-        if off is None:
-            off = self.strings[s] = self.b.CreateString(s)
-        return off
+def _tables(w: Writer, write, items: list) -> int:
+    """A vector of the tables ``write(w, item)`` writes after it."""
+    vector = w.slots(len(items))
+    w.point(vector, [write(w, item) for item in items])
+    return vector
 
-    def ints(self, values) -> int:
-        return self.b.CreateNumpyVector(np.asarray(values, np.int32).reshape(-1))
 
-    def offsets(self, items: list) -> int:
-        """A vector of the tables (or strings) at offsets ``items``, in order."""
-        b = self.b
-        b.StartVector(4, len(items), 4)
-        for off in reversed(items):
-            b.PrependUOffsetTRelative(off)
-        return b.EndVector()
+def _ints(values) -> np.ndarray:
+    return np.asarray(values, "<i4").reshape(-1)
 
-    def table(self, size: int, offsets: tuple = (), scalars: tuple = ()) -> int:
-        """A table of ``size`` slots: ``offsets`` ((slot, offset) of what it points at, 0: left out), then
-        ``scalars`` ((slot, scalar type of :data:`_PREPEND`, value, the schema's default: not written when equal))."""
-        b = self.b
-        b.StartObject(size)
-        for slot, off in offsets:
-            b.PrependUOffsetTRelativeSlot(slot, off, 0)
-        for slot, kind, value, default in scalars:
-            getattr(b, _PREPEND[kind])(slot, value, default)
-        return b.EndObject()
 
-    def model(self, m: Model) -> int:
-        subgraphs = self.offsets([self.subgraph(sg) for sg in m.subgraphs])
-        codes = self.offsets([self.opcode(oc) for oc in m.operatorCodes])
-        buffers = self.offsets([self.buffer(buf) for buf in m.buffers])
-        sigs = self.offsets([self.signature(sd) for sd in m.signatureDefs]) if m.signatureDefs is not None else 0
-        return self.table(8, ((1, codes), (2, subgraphs), (3, self.string(m.description)), (4, buffers), (7, sigs)),
-                          ((0, "u32", m.version, 0),))
+def _subgraph(w: Writer, sg: SubGraph) -> int:
+    pos = w.table(_SUBGRAPH, (0, 0, 0, 0, 0))
+    at = _SUBGRAPH.at
+    w.patch(pos + at[0], _tables(w, _tensor, sg.tensors))
+    w.patch(pos + at[1], w.vector(_ints(sg.inputs)))
+    w.patch(pos + at[2], w.vector(_ints(sg.outputs)))
+    w.patch(pos + at[3], _tables(w, _operator, sg.operators))
+    w.patch(pos + at[4], w.string(sg.name))
+    return pos
 
-    def subgraph(self, sg: SubGraph) -> int:
-        tensors = self.offsets([self.tensor(t) for t in sg.tensors])
-        operators = self.offsets([self.operator(o) for o in sg.operators])
-        ins, outs, name = self.ints(sg.inputs), self.ints(sg.outputs), self.string(sg.name)
-        return self.table(5, ((0, tensors), (1, ins), (2, outs), (3, operators), (4, name)))
 
-    def tensor(self, t: Tensor) -> int:
-        shape = np.asarray(t.shape, np.int32).reshape(-1)
-        key = shape.tobytes()
-        dims = self.shapes.get(key)
-        if dims is None:
-            dims = self.shapes[key] = self.b.CreateNumpyVector(shape)
-        name = self.string(t.name) if t.name is not None else 0
-        quant = self.quantization(t.quantization) if t.quantization is not None else 0
-        sig = self.b.CreateNumpyVector(np.asarray(t.signature, np.int32).reshape(-1)) if t.signature is not None else 0
-        return self.table(8, ((0, dims), (3, name), (4, quant), (7, sig)),
-                          ((2, "u32", t.buffer, 0), (1, "i8", t.type, 0), (5, "bool", t.variable, False)))
+def _tensor(w: Writer, t: Tensor) -> int:
+    q, sig = t.quantization, t.signature
+    shape = _TENSOR[q is not None, sig is not None]
+    values = (0, t.type, t.buffer, 0, t.variable)
+    pos = w.table(shape, values + (0, 0) if q is not None and sig is not None else
+                  values + (0,) if q is not None or sig is not None else values)
+    at = shape.at
+    w.patch(pos + at[0], w.vector(_ints(t.shape)))
+    w.patch(pos + at[3], w.string(t.name or ""))
+    k = 5
+    if q is not None:
+        w.patch(pos + at[k], _quantization(w, q))
+        k += 1
+    if sig is not None:
+        w.patch(pos + at[k], w.vector(_ints(sig)))
+    return pos
 
-    def quantization(self, q: QuantizationParameters) -> int:
-        got = self.shared.get(id(q))
-        if got is not None:
-            return got[0]
-        b = self.b
-        scale = b.CreateNumpyVector(np.asarray(q.scale, np.float32).reshape(-1)) if q.scale is not None else 0
-        zero = b.CreateNumpyVector(np.asarray(q.zeroPoint, np.int64).reshape(-1)) if q.zeroPoint is not None else 0
-        details = 0
-        if q.details is not None:
-            if q.detailsType != QuantizationDetails.BlockwiseQuantization:
-                raise ValueError(f"quantization details of type {q.detailsType}")
-            d = q.details
-            details = self.table(3, (), ((0, "i32", d.scales, 0), (1, "i32", d.zeroPoints, 0),
-                                         (2, "i32", d.blockSize, 0)))
-        off = self.table(7, ((2, scale), (3, zero), (5, details)),
-                         ((6, "i32", q.quantizedDimension, 0), (4, "u8", q.detailsType, 0)))
-        self.shared[id(q)] = (off, q)
-        return off
 
-    def operator(self, o: Operator) -> int:
-        ins, outs = self.ints(o.inputs), self.ints(o.outputs)
-        opts = self.options(o.builtinOptions) if o.builtinOptions is not None else 0
-        return self.table(5, ((1, ins), (2, outs), (4, opts)),
-                          ((0, "u32", o.opcodeIndex, 0), (3, "u8", o.builtinOptionsType, 0)))
+def _quantization(w: Writer, q: QuantizationParameters) -> int:
+    children = []
+    if q.scale is not None:
+        children.append(lambda: w.vector(np.asarray(q.scale, "<f4").reshape(-1)))
+    if q.zeroPoint is not None:
+        children.append(lambda: w.vector(np.asarray(q.zeroPoint, "<i8").reshape(-1)))
+    if q.details is not None:
+        if q.detailsType != QuantizationDetails.BlockwiseQuantization:
+            raise ValueError(f"quantization details of type {q.detailsType}")
+        d = q.details
+        children.append(lambda: w.table(_BLOCKWISE, (d.scales, d.zeroPoints, d.blockSize)))
+    shape = _QUANT[q.scale is not None, q.zeroPoint is not None, q.details is not None]
+    pos = w.table(shape, (0,) * len(children) + (q.detailsType, q.quantizedDimension))
+    for k, write in enumerate(children):
+        w.patch(pos + shape.at[k], write())
+    return pos
 
-    def options(self, opt: Options) -> int:
-        key = (opt.table, tuple(opt.fields.items()))
-        off = self.shared.get(key)
-        if off is None:
-            b = self.b
-            _, layout = OPTIONS[opt.table]
-            b.StartObject(1 + max(slot for slot, _, _ in layout.values()))
-            for name, value in opt.fields.items():
-                slot, kind, default = layout[name]
-                getattr(b, _PREPEND[kind])(slot, value, default)
-            off = self.shared[key] = b.EndObject()
-        return off
 
-    def opcode(self, oc: OperatorCode) -> int:
-        return self.table(4, (), ((3, "i32", oc.builtinCode, 0), (2, "i32", oc.version, 1),
-                                  (0, "i8", oc.deprecatedBuiltinCode, 0)))
+def _operator(w: Writer, o: Operator) -> int:
+    opts = o.builtinOptions
+    shape = _OPERATOR[opts is not None]
+    values = (o.opcodeIndex, 0, 0, o.builtinOptionsType)
+    pos = w.table(shape, values + (0,) if opts is not None else values)
+    at = shape.at
+    w.patch(pos + at[1], w.vector(_ints(o.inputs)))
+    w.patch(pos + at[2], w.vector(_ints(o.outputs)))
+    if opts is not None:
+        _, layout = OPTIONS[opts.table]
+        fields = opts.fields
+        w.patch(pos + at[4], w.table(_OPTIONS[opts.table],
+                                     [fields.get(name, default) for name, (_, _, default) in layout.items()]))
+    return pos
 
-    def buffer(self, buf: Buffer) -> int:
-        return self.table(3, (), ((1, "u64", buf.offset, 0), (2, "u64", buf.size, 0)))
 
-    def signature(self, sd: SignatureDef) -> int:
-        ins = self.offsets([self.tensor_map(tm) for tm in sd.inputs])
-        outs = self.offsets([self.tensor_map(tm) for tm in sd.outputs])
-        return self.table(5, ((0, ins), (1, outs), (2, self.string(sd.signatureKey))),
-                          ((4, "u32", sd.subgraphIndex, 0),))
+def _opcode(w: Writer, oc: OperatorCode) -> int:
+    return w.table(_OPCODE, (oc.deprecatedBuiltinCode, oc.version, oc.builtinCode))
 
-    def tensor_map(self, tm: TensorMap) -> int:
-        return self.table(2, ((0, self.string(tm.name)),), ((1, "u32", tm.tensorIndex, 0),))
+
+def _buffer(w: Writer, buf: Buffer) -> int:
+    return w.table(_BUFFER, (buf.offset, buf.size))
+
+
+def _signature(w: Writer, sd: SignatureDef) -> int:
+    pos = w.table(_SIGNATURE, (0, 0, 0, sd.subgraphIndex))
+    at = _SIGNATURE.at
+    w.patch(pos + at[0], _tables(w, _tensor_map, sd.inputs))
+    w.patch(pos + at[1], _tables(w, _tensor_map, sd.outputs))
+    w.patch(pos + at[2], w.string(sd.signatureKey))
+    return pos
+
+
+def _tensor_map(w: Writer, tm: TensorMap) -> int:
+    pos = w.table(_TENSOR_MAP, (0, tm.tensorIndex))
+    w.patch(pos + _TENSOR_MAP.at[0], w.string(tm.name))
+    return pos

@@ -363,8 +363,8 @@ def combine(parts: list) -> Unwritten:
 def translate(graph: G.Graph) -> Translation:
     """The TFLite model of ``graph``.
 
-    Raises :class:`Unsupported` for a graph this translation does not cover, :class:`Unavailable` when LiteRT or
-    the ``flatbuffers`` package is missing.
+    Raises :class:`Unsupported` for a graph this translation does not cover, :class:`Unavailable` when LiteRT is
+    missing.
     """
     tr, laid = translate_laid(graph)
     return tr._replace(model=laid.fill())

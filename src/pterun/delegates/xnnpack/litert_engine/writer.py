@@ -1,8 +1,7 @@
 """A TFLite model written in memory: tensors, constant buffers and operators, packed into one flatbuffer.
 
-The model's tables are :mod:`.tflite`'s records, and :func:`.tflite.serialize` writes the flatbuffer with the
-``flatbuffers`` package's Builder (:attr:`ModelWriter.S` is that module: the schema's codes for the translation's
-rules). Constant data is not put inside the flatbuffer: it follows it, 64-byte aligned, each buffer pointing at its
+The model's tables are :mod:`.tflite`'s records, and :func:`.tflite.serialize` writes the flatbuffer
+(:attr:`ModelWriter.S` is that module: the schema's codes for the translation's rules). Constant data is not put inside the flatbuffer: it follows it, 64-byte aligned, each buffer pointing at its
 bytes with ``Buffer.offset``/``size``, so the weights are copied once, straight from the payload's arrays into the
 model's bytes.
 """
@@ -181,7 +180,7 @@ class ModelWriter:
         return n
 
     def _pack(self, m: TFL.Model, bound: int) -> bytearray:
-        return TFL.serialize(m, bound)
+        return TFL.serialize(m)
 
 
 # operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
