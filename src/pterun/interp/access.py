@@ -142,6 +142,9 @@ class Accesses:
         self.read_at: dict[int, list] = {}
         self.write_at: dict[int, list] = {}
         self.writes_of: list[list[frozenset]] = []  # per chain, per pc: the slots it certainly writes
+        # per chain, per pc: the slots it certainly writes by name, views among them (writes_of has their roots'
+        # bytes as read instead)
+        self.named_writes: list[list[frozenset]] = []
         self._groups: dict[int, tuple] = {}  # slot -> what bytes_read scans (_group_events)
         self._own: dict[int, list] = {}  # slot -> its own reads and certain writes (_slot_events)
         self._escape: dict[tuple, bool] = {}  # (slot, chain, others only) -> _escapes
@@ -154,8 +157,10 @@ class Accesses:
         kernels = kernels_for(ins for c in plan.chains for ins in c)
         for ci, chain in enumerate(plan.chains):
             self.writes_of.append([])
+            self.named_writes.append([])
             for pc, ins in enumerate(chain):
                 reads, writes = self._of(ins, kernels)
+                self.named_writes[ci].append(frozenset(writes))
                 roots = self.roots
                 if roots:
                     through = {k for k in writes if k in roots}

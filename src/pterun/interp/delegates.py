@@ -30,6 +30,7 @@ from pterun.interp.access import Accesses, kernels_for, written_slots
 from pterun.interp.analysis import Analysis
 from pterun.interp.forms import absorbed_op, kernel_op
 from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
+from pterun.interp.same import same_reads
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Delegates", "Merged", "Source", "load_delegates"]
@@ -111,8 +112,9 @@ def _init(src: Source, i: int, ctx: DelegateContext):
 
 
 def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses, finish: list,
-           folder=None) -> dict:
-    """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept."""
+           folder=None, fan_out=None) -> dict:
+    """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept (``fan_out``: the
+    repeated scalar reads, :func:`pterun.interp.repeats.find_repeats`)."""
     plan, values, tags = src.plan, memory.values, analysis.tags
     KERNELS = kernels_for(ins for c in plan.chains for ins in c)
     exact = _quantizes(src)  # then every merged graph of the method holds only bit-for-bit operators
@@ -150,7 +152,8 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     align_caches(caches, values, acc.shared, memory.arenas[2:])
     outside = slots_read_outside(plan, tags, values, acc)
     merged = {}
-    declined = _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
+    same = (acc, fan_out or {})
+    declined = _merge_runs(runs, src, memory, analysis, settings, same, finish, values, outside, merged, exact)
     if declined:  # runs a backend declined with operators held as kernels (or KV caches): tried again without
         def plain(backend: str, name: str, args: tuple):
             op = absorbed(backend, name, args)
@@ -159,7 +162,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
                           fixed=fixed, gone=gone, **bounds)
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
-        _merge_runs(again, src, memory, analysis, settings, acc, finish, values, outside, merged, exact)
+        _merge_runs(again, src, memory, analysis, settings, same, finish, values, outside, merged, exact)
     return merged
 
 
@@ -222,6 +225,28 @@ def _with_private_caches(run: Run, plan, acc: Accesses) -> tuple:
     return tuple(parts)
 
 
+def _reading_same(run: Run, parts: tuple, plan, acc: Accesses, fan_out: dict) -> tuple:
+    """``parts`` with what a delegate call reads, and the position an ``update_cache`` or ``sdpa`` reads, taken
+    from the earlier slot that holds the same value when the run starts (:func:`pterun.interp.same.same_reads`):
+    one input of the merged call instead of one per copy."""
+    same = same_reads(plan, acc, fan_out, run.chain, run.start, run.stop)
+    if not same:
+        return parts
+    code, pcs = plan.chains[run.chain], {}
+    for pc in range(run.start, run.stop):  # the pc of each delegate call: what it writes is left as it is
+        if code[pc].kind == DELEGATE_CALL:
+            pcs.setdefault(code[pc].delegate_index, []).append(pc)
+    out = []
+    for p in parts:
+        if isinstance(p, DelegatePart):
+            written = acc.named_writes[run.chain][pcs[p.delegate_index].pop(0)]
+            p = p._replace(args=tuple(a if a in written else same.get(a, a) for a in p.args))
+        elif getattr(p, "op", None) in ("update_cache", "sdpa"):
+            p = p._replace(inputs=(*p.inputs[:-1], same.get(p.inputs[-1], p.inputs[-1])))
+        out.append(p)
+    return tuple(out)
+
+
 #: the forms of absorbed operators a declined run is merged again without
 _RETRIED = frozenset({"kernel", "update_cache", "sdpa"})
 
@@ -253,10 +278,12 @@ def _meets(run: Run, ranges: list) -> bool:
     return any(run.chain == c and run.start < stop and start < run.stop for c, start, stop in ranges)
 
 
-def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outside, merged: dict,
+def _merge_runs(runs, src, memory, analysis, settings, same: tuple, finish, values, outside, merged: dict,
                 exact: bool) -> list:
     """Merge each run its backend accepts into ``merged`` (``exact``: the method quantizes activations
-    dynamically); the (chain, start, stop) of those it declined that held operators as kernels."""
+    dynamically; ``same``: (Accesses, repeated scalar reads)); the (chain, start, stop) of those it declined that
+    held operators as kernels."""
+    acc, fan_out = same
     declined = []
     for run in runs:
         indices = sorted({p.delegate_index for p in run.parts if isinstance(p, DelegatePart)})
@@ -264,7 +291,7 @@ def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outs
                        exact=exact)
         try:
             blobs = {i: src.pf.delegate_blob(src.plan.delegates[i]) for i in indices}
-            parts = _with_private_caches(run, src.plan, acc)
+            parts = _reading_same(run, _with_private_caches(run, src.plan, acc), src.plan, acc, fan_out)
             got = BACKENDS[run.backend].merge(parts, blobs, ctx, partial(outside, run), values, acc.shared)
         except Exception as e:  # the delegates then load one by one, and report their own errors
             logger().debug("%s: delegates %s not merged: %s: %s", src.where, indices, type(e).__name__, e)
@@ -277,13 +304,14 @@ def _merge_runs(runs, src, memory, analysis, settings, acc, finish, values, outs
 
 
 def load_delegates(src: Source, memory, analysis: Analysis, settings: Settings, acc: Accesses | None,
-                   folder=None) -> Delegates:
+                   folder=None, fan_out: dict | None = None) -> Delegates:
     """Every delegate's executor (merged runs first, where ``settings.merge`` and ``acc`` is given), finished.
     ``folder`` (a :class:`~pterun.interp.fold.Folder`, or None: nothing is folded) folds, before the merge, the
-    operators it would otherwise compute on every call."""
+    operators it would otherwise compute on every call. ``fan_out``: the repeated scalar reads the steps copy
+    (:func:`pterun.interp.repeats.find_repeats`), which merged calls then read from the first."""
     plan = src.plan
     finish: list = []  # what backends finish once every delegate is known (DelegateContext.finish)
-    merged = _merge(src, memory, analysis, settings, acc, finish, folder) \
+    merged = _merge(src, memory, analysis, settings, acc, finish, folder, fan_out) \
         if settings.merge and acc is not None else {}
     absorbed = frozenset((m.run.chain, pc) for m in merged.values() for pc in range(m.run.start, m.run.stop))
     executors = [None] * len(plan.delegates)

@@ -85,12 +85,12 @@ class MethodRunner:
         if folding:  # the merge folds what it would otherwise compute on every call first (Folder.ahead)
             folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET,
                             delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
-        self.delegates = load_delegates(Source(pf, plan, self.where), self.memory, self.analysis, settings, acc,
-                                        folder)
-        if folding:
+        if folding:  # before the merge: merged calls read a repeated scalar from its first read
             from pterun.interp.repeats import find_repeats
 
             repeats = find_repeats(plan, values, tags, volatile, acc)
+        self.delegates = load_delegates(Source(pf, plan, self.where), self.memory, self.analysis, settings, acc,
+                                        folder, repeats[1])
         self.steps = build_steps(plan, values, self.analysis, self.delegates, binder, self.where, folder, repeats,
                                  settings.seed)
         known = folder.constants if folder is not None else \

@@ -1,0 +1,132 @@
+"""One value under several names (pterun.interp.same): a merged call reads the exporter's per-layer copies of the
+position and of the RoPE rows from one slot each, with the same numbers, and anything that could tell the copies
+apart keeps them apart."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES
+
+import pterun.interp.delegates as delegates_module
+from pterun import Runtime
+from pterun.format.schema import INT, INT_LIST, EValue, ExecutionPlan
+from pterun.interp.access import Accesses
+from pterun.interp.delegates import delegate_outputs
+from pterun.interp.method import MethodRunner
+from pterun.interp.repeats import find_repeats
+from pterun.interp.same import same_reads
+
+KV = FIXTURES / "llm" / "kv_xnn.pte"  # 2 layers; the joined run is instructions 21..77
+START, STOP = 21, 78
+
+
+def _plan():
+    return Runtime.get().load_program(KV)._plan("forward")
+
+
+def _repeats_and_accesses(plan) -> tuple:
+    """(find_repeats' fan-out, Accesses) as a method's load makes them (knowing what each delegate writes)."""
+    pf = Runtime.get().load_program(KV)._pf
+    runner = MethodRunner(pf, plan, shared_arenas={})
+    acc = Accesses(plan, runner.values, runner.tags, delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
+    return find_repeats(plan, runner.values, runner.tags, runner.volatile, acc)[1], acc
+
+
+def _same(plan, start=START, stop=STOP):
+    fan_out, acc = _repeats_and_accesses(plan)
+    return same_reads(plan, acc, fan_out, 0, start, stop)
+
+
+def _with(plan, chain, values=None) -> ExecutionPlan:
+    return ExecutionPlan(plan.name, plan.values if values is None else values, plan.inputs, plan.outputs, [chain],
+                         plan.operators, plan.delegates, plan.buffer_sizes)
+
+
+def test_the_position_reads_and_the_per_layer_rope_views_name_their_first_copy():
+    plan = _plan()
+    chain = plan.chains[0]
+    # input_pos[0] is read at 10 (slot 43) and again at 11-13 (44-46); the RoPE rows (47, 50) are viewed per layer
+    # at 17-20
+    assert _repeats_and_accesses(plan)[0] == {10: ((11, 44), (12, 45), (13, 46))}
+    assert [chain[pc].args[0] for pc in range(17, 21)] == [47, 47, 50, 50]
+    assert _same(plan) == {44: 43, 45: 43, 46: 43, 67: 62, 77: 72}
+    assert _same(plan, start=10) == {}  # the first read has not run yet when such a run starts
+
+
+def _insert(chain, at: int, ins) -> list:
+    return list(chain[:at]) + [ins] + list(chain[at:])
+
+
+def test_a_view_whose_source_is_written_between_the_views_keeps_its_own_slot():
+    plan = _plan()
+    chain = plan.chains[0]
+    rewrite = chain[14]  # slice_copy into 47, the first RoPE table, again between its two views
+    assert rewrite.args[-1] == 47
+    got = _same(_with(plan, _insert(chain, 18, rewrite)), START + 1, STOP + 1)
+    assert 67 not in got and got[77] == 72
+
+
+def test_a_view_read_before_the_run_by_another_instruction_keeps_its_own_slot():
+    plan = _plan()
+    chain = plan.chains[0]
+    mean = chain[16]  # a mean.out reading the second view of 47 before the run
+    reader = mean._replace(args=(67, *mean.args[1:]))
+    got = _same(_with(plan, _insert(chain, 20, reader)), START + 1, STOP + 1)
+    assert 67 not in got and got[77] == 72
+
+
+def test_a_source_the_run_writes_keeps_every_view():
+    plan = _plan()
+    chain = plan.chains[0]
+    got = _same(_with(plan, _insert(chain, 22, chain[14])), START, STOP + 1)  # the run writes 47
+    assert 67 not in got and got[77] == 72
+
+
+def test_views_of_other_sizes_are_not_the_same():
+    plan = _plan()
+    chain = plan.chains[0]
+    src, sizes, out = chain[18].args
+    members = plan.values[sizes].val
+    values = list(plan.values)
+    values.append(EValue(INT, plan.values[members[-1]].val * 2))  # a different last dim
+    values.append(EValue(INT_LIST, (*members[:-1], len(values) - 1)))
+    view = chain[18]._replace(args=(src, len(values) - 1, out))
+    code = list(chain)
+    code[18] = view
+    assert 67 not in _same(_with(plan, code, values))
+    code[18] = view._replace(args=(src, sizes, out))  # the same sizes again: the same view
+    assert _same(_with(plan, code, values))[67] == 62
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
+@pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
+def test_the_joined_call_binds_one_position_and_one_copy_of_each_rope_table_with_the_same_numbers(monkeypatch,
+                                                                                                   name):
+    from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
+
+    def joined(method):
+        (ex,) = [ex for _, ex, _ in method._runner.merged.values() if isinstance(ex, KvPlan)]
+        return ex
+
+    path = FIXTURES / "llm" / f"{name}.pte"
+    one = Runtime(num_threads=1).load_program(path).load_method("forward")
+    monkeypatch.setattr(delegates_module, "same_reads", lambda *a: {})
+    every = Runtime(num_threads=1).load_program(path).load_method("forward")
+    a, b = joined(one)._lay, joined(every)._lay
+    # an element offset, key positions, query positions and a twin's start for each cache kind: one each, not one
+    # per layer
+    assert (len(a.offsets), len(a.keys), len(a.queries), len(a.starts)) == (1, 1, 1, 2)
+    assert (len(b.offsets), len(b.keys), len(b.queries), len(b.starts)) == (2, 2, 2, 4)
+    assert (a.n_in, b.n_in) == (17, 24)  # five position inputs fewer, and two RoPE views
+    prompt = np.load(FIXTURES / "llm" / f"{name}.npz")["p0_prompt"].astype(np.int64).reshape(1, -1)
+    pos = prompt.shape[1]
+    x, y = one.execute([prompt, np.array([0])])[0], every.execute([prompt, np.array([0])])[0]
+    np.testing.assert_array_equal(x, y)
+    for _ in range(5):
+        tok = np.array([[int(x.reshape(-1, x.shape[-1])[-1].argmax())]])
+        x, y = one.execute([tok, np.array([pos])])[0], every.execute([tok, np.array([pos])])[0]
+        np.testing.assert_array_equal(x, y)
+        pos += 1
