@@ -252,3 +252,22 @@ def test_the_fixture_s_caches_have_twins_that_follow_the_method_s_caches():
         want = _prompt(fresh, [p % 50], p)
     np.testing.assert_allclose(_prompt(method, [3], 70), _prompt(fresh, [3], 70), rtol=0,
                                atol=1e-5 * np.abs(want).max())
+
+
+def test_twins_are_kept_while_the_positions_in_use_stay_and_made_again_when_they_grow(monkeypatch):
+    from pterun.delegates.xnnpack.litert_engine import kvplan
+
+    method, fresh = _load(), _load(merge=False)
+    made = []
+    twin = kvplan._twin
+    monkeypatch.setattr(kvplan, "_twin", lambda first, values: made.append(first.shape[0]) or twin(first, values))
+    for m in (method, fresh):
+        _prompt(m, [1, 2, 3, 4, 5])
+    assert made == [32] * 4  # the first call: one twin per key and value cache
+    for p in range(5, 40):  # a decode (one row, not five) over the same 32 positions, then growing to 64 at 32
+        got, want = _prompt(method, [p % 50], p), _prompt(fresh, [p % 50], p)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    assert made == [32] * 4 + [64] * 4
+    twin_values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)  # [L, Hkv, D]
+    np.testing.assert_array_equal(twin(twin_values, True), twin_values.transpose(1, 2, 0))
+    np.testing.assert_array_equal(twin(twin_values, False), twin_values.transpose(1, 0, 2))
