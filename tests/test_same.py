@@ -130,3 +130,31 @@ def test_the_joined_call_binds_one_position_and_one_copy_of_each_rope_table_with
         x, y = one.execute([tok, np.array([pos])])[0], every.execute([tok, np.array([pos])])[0]
         np.testing.assert_array_equal(x, y)
         pos += 1
+
+
+def test_a_view_the_run_points_elsewhere_keeps_every_copy():
+    plan = _plan()
+    chain = plan.chains[0]
+    elsewhere = chain[19]._replace(args=(50, chain[19].args[1], 62))  # 62 (the first view of 47) made a view of 50
+    got = _same(_with(plan, _insert(chain, 22, elsewhere)), START, STOP + 1)
+    assert 67 not in got and got[77] == 72
+
+
+def test_a_delegate_whose_outputs_are_not_known_reads_its_own_arguments(monkeypatch):
+    from pterun.interp.delegates import DelegatePart, Source, _reading_same
+
+    program = Runtime.get().load_program(KV)
+    plan = program._plan("forward")
+    method = program.load_method("forward")
+    (run,) = [r for r, _, _ in method._runner.merged.values() if r.start == START]
+    fan_out, acc = _repeats_and_accesses(plan)
+    src = Source(program._pf, plan, "test")
+    known = _reading_same(run, run.parts, src, acc, fan_out)
+    reads = [a for p in known if isinstance(p, DelegatePart) for a in p.args]
+    assert 62 in reads and 67 not in reads and 72 in reads and 77 not in reads
+    monkeypatch.setattr(delegates_module, "delegate_outputs", lambda pf, plan, i: None)
+    unknown = _reading_same(run, run.parts, src, acc, fan_out)
+    assert [p.args for p in unknown if isinstance(p, DelegatePart)] == \
+        [p.args for p in run.parts if isinstance(p, DelegatePart)]
+    positions = [p.inputs[-1] for p in unknown if getattr(p, "op", None) in ("update_cache", "sdpa")]
+    assert positions == [43] * len(positions) and len(positions) == 6  # 2 layers: 2 cache updates and 1 attention

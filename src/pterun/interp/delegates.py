@@ -225,22 +225,20 @@ def _with_private_caches(run: Run, plan, acc: Accesses) -> tuple:
     return tuple(parts)
 
 
-def _reading_same(run: Run, parts: tuple, plan, acc: Accesses, fan_out: dict) -> tuple:
+def _reading_same(run: Run, parts: tuple, src: Source, acc: Accesses, fan_out: dict) -> tuple:
     """``parts`` with what a delegate call reads, and the position an ``update_cache`` or ``sdpa`` reads, taken
     from the earlier slot that holds the same value when the run starts (:func:`pterun.interp.same.same_reads`):
-    one input of the merged call instead of one per copy."""
-    same = same_reads(plan, acc, fan_out, run.chain, run.start, run.stop)
+    one input of the merged call instead of one per copy. A delegate whose outputs its backend does not say is
+    left as it is."""
+    same = same_reads(src.plan, acc, fan_out, run.chain, run.start, run.stop)
     if not same:
         return parts
-    code, pcs = plan.chains[run.chain], {}
-    for pc in range(run.start, run.stop):  # the pc of each delegate call: what it writes is left as it is
-        if code[pc].kind == DELEGATE_CALL:
-            pcs.setdefault(code[pc].delegate_index, []).append(pc)
     out = []
     for p in parts:
         if isinstance(p, DelegatePart):
-            written = acc.named_writes[run.chain][pcs[p.delegate_index].pop(0)]
-            p = p._replace(args=tuple(a if a in written else same.get(a, a) for a in p.args))
+            written = delegate_outputs(src.pf, src.plan, p.delegate_index)
+            if written is not None:
+                p = p._replace(args=tuple(a if k in written else same.get(a, a) for k, a in enumerate(p.args)))
         elif getattr(p, "op", None) in ("update_cache", "sdpa"):
             p = p._replace(inputs=(*p.inputs[:-1], same.get(p.inputs[-1], p.inputs[-1])))
         out.append(p)
@@ -291,7 +289,7 @@ def _merge_runs(runs, src, memory, analysis, settings, same: tuple, finish, valu
                        exact=exact)
         try:
             blobs = {i: src.pf.delegate_blob(src.plan.delegates[i]) for i in indices}
-            parts = _reading_same(run, _with_private_caches(run, src.plan, acc), src.plan, acc, fan_out)
+            parts = _reading_same(run, _with_private_caches(run, src.plan, acc), src, acc, fan_out)
             got = BACKENDS[run.backend].merge(parts, blobs, ctx, partial(outside, run), values, acc.shared)
         except Exception as e:  # the delegates then load one by one, and report their own errors
             logger().debug("%s: delegates %s not merged: %s: %s", src.where, indices, type(e).__name__, e)

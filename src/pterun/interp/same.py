@@ -51,9 +51,14 @@ def same_reads(plan, acc, fan_out: dict, chain: int, start: int, stop: int) -> d
             continue
         watched = {src, got[1], out, *(m for kind, m in key[1] if kind == "slot")}
         if _only_views_name(plan, code, watched, got[0] + 1, start, allowed={pc}) and \
-                not _written(acc, src, chain, start, stop):
+                not _written(acc, src, chain, start, stop) and not _rebound(plan, code, {got[1], out}, start, stop):
             same[out] = got[1]
     return same
+
+
+def _rebound(plan, code, slots: set, lo: int, hi: int) -> bool:
+    """Whether an et_view ``lo..hi-1`` points one of ``slots`` elsewhere."""
+    return any(_is_view(plan, code[pc]) and code[pc].args[2] in slots for pc in range(lo, hi))
 
 
 def _is_view(plan, ins) -> bool:
