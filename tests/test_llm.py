@@ -234,6 +234,29 @@ def test_sampler_rules():
         Sampler(-1.0)
 
 
+def test_top_p_keeps_the_likeliest_tokens_whose_mass_reaches_it_and_samples_them_by_probability():
+    from pterun.llm.sampler import descending
+
+    rng = np.random.default_rng(3)
+    for trial in range(3):
+        logits = (rng.normal(size=60) * 2).astype(np.float32)
+        p = np.exp((logits.astype(np.float64) - logits.max()) / 0.7)
+        p /= p.sum()
+        order = np.argsort(-p, kind="stable")
+        nucleus = order[: int(np.searchsorted(np.cumsum(p[order]), 0.6)) + 1]
+        s = Sampler(0.7, top_p=0.6, rng=np.random.default_rng(trial))
+        draws = np.array([s.sample(logits) for _ in range(6000)])
+        assert set(draws.tolist()) == set(nucleus.tolist())
+        want = np.zeros(60)
+        want[nucleus] = p[nucleus] / p[nucleus].sum()
+        np.testing.assert_allclose(np.bincount(draws, minlength=60) / draws.size, want, atol=0.03)
+    # equal probabilities keep their id order, as a stable sort would
+    assert descending(np.array([1.0, 3.0, 1.0, 3.0, 2.0], np.float32)).tolist() == [1, 3, 4, 0, 2]
+    for _ in range(100):
+        v = rng.integers(0, 9, rng.integers(1, 200)).astype(np.float32)
+        assert descending(v).tolist() == np.argsort(-v, kind="stable").tolist()
+
+
 def test_seeded_sampling_is_reproducible():
     needs("tokenizers")
     runner = TextLLMRunner(LLM / "kv_sdpa.pte", TOKENIZER)
