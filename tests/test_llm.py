@@ -252,9 +252,10 @@ def test_top_p_keeps_the_likeliest_tokens_whose_mass_reaches_it_and_samples_them
         np.testing.assert_allclose(np.bincount(draws, minlength=60) / draws.size, want, atol=0.03)
     # equal probabilities keep their id order, as a stable sort would
     assert descending(np.array([1.0, 3.0, 1.0, 3.0, 2.0], np.float32)).tolist() == [1, 3, 4, 0, 2]
-    for _ in range(100):
-        v = rng.integers(0, 9, rng.integers(1, 200)).astype(np.float32)
-        assert descending(v).tolist() == np.argsort(-v, kind="stable").tolist()
+    for high, n in ((9, 200), (800, 4000)):  # a few runs of equal values, and hundreds (sorted at once)
+        for _ in range(50):
+            v = rng.integers(0, high, rng.integers(1, n)).astype(np.float32)
+            assert descending(v).tolist() == np.argsort(-v, kind="stable").tolist()
 
 
 def test_seeded_sampling_is_reproducible():

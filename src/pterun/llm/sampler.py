@@ -73,8 +73,17 @@ def descending(values: np.ndarray) -> np.ndarray:
     order = np.argsort(-values)
     ranked = values[order]
     tie = ranked[1:] == ranked[:-1]
-    if tie.any():  # each run of equal values back in position order
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], tie.view(np.int8), [0]))))
+    if not tie.any():
+        return order
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], tie.view(np.int8), [0]))))
+    if len(edges) <= 2 * _FEW_RUNS:  # each run of equal values back in position order
         for a, b in zip(edges[::2], edges[1::2]):
             order[a:b + 1].sort()
-    return order
+        return order
+    # many runs (logits of a quantized layer take few distinct values): one sort of (run, position) keys
+    run = np.concatenate(([0], np.cumsum(~tie)))
+    return np.sort((run.astype(np.int64) << 32) | order) & 0xFFFFFFFF
+
+
+#: up to this many runs of equal values are put in order one by one; more, by one sort of all
+_FEW_RUNS = 64
