@@ -7,6 +7,7 @@ Run it with the reference virtualenv; time both runtimes on the same file with `
 
     .ref/bin/python bench/export_fc_stack.py bench/models/fc48.pte --pairs 48
     .ref/bin/python bench/export_fc_stack.py bench/models/fc48s.pte --pairs 48 --split
+    .ref/bin/python bench/export_fc_stack.py bench/models/fc16x131.pte --pairs 16 --tokens 131
     PTERUN_NUM_THREADS=2 .venv/bin/python bench/run_one.py bench/models/fc48.pte --quiet
     BENCH_REF_THREADS=2 .ref/bin/python bench/run_one.py bench/models/fc48.pte --runtime executorch --quiet
 
@@ -24,6 +25,8 @@ def main() -> None:
     ap.add_argument("out", help="the .pte to write")
     ap.add_argument("--pairs", type=int, default=48, help="pairs of linear layers (default 48: 151M weights)")
     ap.add_argument("--split", action="store_true", help="a portable cumsum after every pair: one delegate each")
+    ap.add_argument("--tokens", type=int, default=1, help="rows of the input (default 1: a decode step; more: a "
+                    "prefill's many-row kernels)")
     args = ap.parse_args()
 
     import torch
@@ -50,7 +53,7 @@ def main() -> None:
 
     model = Stack().eval()
     quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(128)))
-    exported = torch.export.export(model, (torch.randn(1, 1, 768),))
+    exported = torch.export.export(model, (torch.randn(1, args.tokens, 768),))
     program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
     with open(args.out, "wb") as f:
         f.write(program.buffer)
