@@ -137,7 +137,7 @@ class Accesses:
         self.shared = shared if shared is not None else SharedBytes(values, self.roots)
         self.outputs = frozenset(plan.outputs)
         self.inputs = frozenset(plan.inputs)
-        self._delegate_outputs = delegate_outputs or (lambda i: None)
+        self.delegate_outputs = delegate_outputs or (lambda i: None)
         # slot -> [(chain, pc)] reading it / certainly writing it, ascending
         self.read_at: dict[int, list] = {}
         self.write_at: dict[int, list] = {}
@@ -209,7 +209,7 @@ class Accesses:
         if kind == JUMP_FALSE_CALL:
             return set(self._members(ins.cond_value_index)), set()
         if kind == DELEGATE_CALL:
-            outs = self._delegate_outputs(ins.delegate_index)
+            outs = self.delegate_outputs(ins.delegate_index)
             args = tuple(ins.args)
             if outs is None:
                 return {j for a in args for j in self._members(a)}, set()

@@ -15,7 +15,7 @@ Example::
 
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 from typing import NamedTuple
 
 import numpy as np
@@ -143,7 +143,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     # what folding computes at load stays out of merged calls, which would compute it on every call: operators
     # are folded now (merged graphs then read their results as constants), delegate calls start no run
     fixed, gone = folder.ahead(KERNELS) if folder is not None else (frozenset(), frozenset())
-    bounds = {"bound": (partial(_payload_bytes, src), lambda b: BACKENDS[b].merge_bytes)}
+    bounds = {"bound": (cache(partial(_payload_bytes, src)), lambda b: BACKENDS[b].merge_bytes)}
     runs = find_runs(plan, values, tags, analysis.volatile, partial(merging_backend, plan), absorbed, later, acc,
                      home=home, fixed=fixed, gone=gone, **bounds)
     if not runs:
@@ -228,15 +228,15 @@ def _with_private_caches(run: Run, plan, acc: Accesses) -> tuple:
 def _reading_same(run: Run, parts: tuple, src: Source, acc: Accesses, fan_out: dict) -> tuple:
     """``parts`` with what a delegate call reads, and the position an ``update_cache`` or ``sdpa`` reads, taken
     from the earlier slot that holds the same value when the run starts (:func:`pterun.interp.same.same_reads`):
-    one input of the merged call instead of one per copy. A delegate whose outputs its backend does not say is
-    left as it is."""
+    one input of the merged call instead of one per copy. A delegate whose outputs its backend does not say
+    (``acc.delegate_outputs``) is left as it is."""
     same = same_reads(src.plan, acc, fan_out, run.chain, run.start, run.stop)
     if not same:
         return parts
     out = []
     for p in parts:
         if isinstance(p, DelegatePart):
-            written = delegate_outputs(src.pf, src.plan, p.delegate_index)
+            written = acc.delegate_outputs(p.delegate_index)
             if written is not None:
                 p = p._replace(args=tuple(a if k in written else same.get(a, a) for k, a in enumerate(p.args)))
         elif getattr(p, "op", None) in ("update_cache", "sdpa"):

@@ -27,6 +27,7 @@ Example::
 from __future__ import annotations
 
 import threading
+from functools import cache
 
 from pterun import threads
 from pterun._fpstate import quiet, restore
@@ -78,16 +79,16 @@ class MethodRunner:
         folding = settings.fold and Folder.applies(plan)
         # two values may be one buffer: the passes that merge, skip or move what an instruction writes follow its
         # bytes, through what each delegate writes (its backend says, where it can); made before anything folds
-        acc = Accesses(plan, values, tags, delegate_outputs=lambda i: delegate_outputs(pf, plan, i)) \
-            if settings.merge or folding else None
+        # (each payload read once: the passes below ask for every delegate's outputs several times)
+        outputs_of = cache(lambda i: delegate_outputs(pf, plan, i))
+        acc = Accesses(plan, values, tags, delegate_outputs=outputs_of) if settings.merge or folding else None
         binder = Binder(values, tags, volatile, self.where)
         folder, repeats = None, (frozenset(), {})
-        if folding:  # the merge folds what it would otherwise compute on every call first (Folder.ahead)
-            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET,
-                            delegate_outputs=lambda i: delegate_outputs(pf, plan, i))
-        if folding:  # before the merge: merged calls read a repeated scalar from its first read
+        if folding:  # the merge folds what it would otherwise compute on every call first (Folder.ahead), and
+            # merged calls read a repeated scalar from its first read (so the repeats are found before the merge)
             from pterun.interp.repeats import find_repeats
 
+            folder = Folder(plan, values, tags, volatile, binder, self.where, FOLD_BUDGET, delegate_outputs=outputs_of)
             repeats = find_repeats(plan, values, tags, volatile, acc)
         self.delegates = load_delegates(Source(pf, plan, self.where), self.memory, self.analysis, settings, acc,
                                         folder, repeats[1])
