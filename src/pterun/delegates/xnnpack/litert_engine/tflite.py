@@ -239,7 +239,8 @@ _QUANT = {have: Shape(tuple((slot, "off") for slot, there in zip((2, 3, 5), have
 _BLOCKWISE = Shape(((0, "i32"), (1, "i32"), (2, "i32")))
 _OPERATOR = {opts: Shape(((0, "u32"), (1, "off"), (2, "off"), (3, "u8")) + (((4, "off"),) if opts else ()))
              for opts in (False, True)}
-_OPTIONS = {table: Shape(tuple((slot, kind) for slot, kind, _ in layout.values())) for table, (_, layout) in OPTIONS.items()}
+_OPTIONS = {table: Shape(tuple((slot, kind) for slot, kind, _ in layout.values()))
+            for table, (_, layout) in OPTIONS.items()}
 _OPCODE = Shape(((0, "i8"), (2, "i32"), (3, "i32")))
 _BUFFER = Shape(((1, "u64"), (2, "u64")))
 _SIGNATURE = Shape(((0, "off"), (1, "off"), (2, "off"), (4, "u32")))

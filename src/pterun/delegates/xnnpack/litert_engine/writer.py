@@ -1,9 +1,10 @@
 """A TFLite model written in memory: tensors, constant buffers and operators, packed into one flatbuffer.
 
 The model's tables are :mod:`.tflite`'s records, and :func:`.tflite.serialize` writes the flatbuffer
-(:attr:`ModelWriter.S` is that module: the schema's codes for the translation's rules). Constant data is not put inside the flatbuffer: it follows it, 64-byte aligned, each buffer pointing at its
-bytes with ``Buffer.offset``/``size``, so the weights are copied once, straight from the payload's arrays into the
-model's bytes.
+(:attr:`ModelWriter.S` is that module: the schema's codes for the translation's rules). Constant data is not put
+inside the flatbuffer: it follows it, 64-byte aligned, each buffer pointing at its bytes with
+``Buffer.offset``/``size``, so the weights are copied once, straight from the payload's arrays into the model's
+bytes.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ class ModelWriter:
             for b, data, _ in self.blobs:
                 self.buffers[b].offset, self.buffers[b].size = pos, data.size
                 pos = _align(pos + data.size)
-            fb = self._pack(m, at)
+            fb = self._pack(m)
             if len(fb) <= at:
                 break
             at = _align(len(fb) + 4096)
@@ -179,7 +180,7 @@ class ModelWriter:
             n += 160 + 4 * (len(o.inputs) + len(o.outputs))
         return n
 
-    def _pack(self, m: TFL.Model, bound: int) -> bytearray:
+    def _pack(self, m: TFL.Model) -> bytearray:
         return TFL.serialize(m)
 
 
