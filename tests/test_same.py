@@ -12,12 +12,12 @@ from fixtures_util import FIXTURES
 
 import pterun.interp.delegates as delegates_module
 from pterun import Runtime
-from pterun.format.schema import INT, INT_LIST, EValue, ExecutionPlan
-from pterun.interp.access import Accesses
+from pterun.format.schema import INT, INT_LIST, TENSOR_LIST, EValue, ExecutionPlan, JumpFalseCall
+from pterun.interp.access import VIEW, Accesses
 from pterun.interp.delegates import delegate_outputs
 from pterun.interp.method import MethodRunner
 from pterun.interp.repeats import find_repeats
-from pterun.interp.same import same_reads
+from pterun.interp.same import same_reads, unread_views
 
 KV = FIXTURES / "llm" / "kv_xnn.pte"  # 2 layers; the joined run is instructions 21..77
 START, STOP = 21, 78
@@ -158,3 +158,69 @@ def test_a_delegate_whose_outputs_are_not_known_reads_its_own_arguments():
         [p.args for p in run.parts if isinstance(p, DelegatePart)]
     positions = [p.inputs[-1] for p in unknown if getattr(p, "op", None) in ("update_cache", "sdpa")]
     assert positions == [43] * len(positions) and len(positions) == 6  # 2 layers: 2 cache updates and 1 attention
+
+
+# -- views left out (unread_views) -------------------------------------------------------------------------------
+def _merged_reading(args: tuple, deferred: tuple = ()) -> dict:
+    """A merged call over the joined run of KV that reads ``args``."""
+    from pterun.interp.delegates import Merged
+    from pterun.interp.merge import Run
+
+    return {(0, START): Merged(Run(0, START, STOP, "XnnpackBackend", (), deferred), None, args)}
+
+
+_ABSORBED = frozenset((0, pc) for pc in range(START, STOP))
+
+
+def test_views_a_merged_call_no_longer_reads_are_left_out_and_the_others_kept():
+    plan = _plan()
+    # the run reads the first view of each RoPE table (62, 72), not the second (67, 77)
+    assert unread_views(plan, 0, _merged_reading((62, 72, 43)), _ABSORBED) == {18, 20}
+    assert unread_views(plan, 0, _merged_reading((62, 67, 72, 77, 43)), _ABSORBED) == set()
+    # an instruction inside the run reading 67: the merged call stands for it, unless it runs after the call
+    mean = plan.chains[0][16]
+    inside = _with(plan, _insert(plan.chains[0], 22, mean._replace(args=(67, *mean.args[1:]))))
+    absorbed = _ABSORBED | {(0, STOP)}
+    assert unread_views(inside, 0, _merged_reading((62, 72, 43)), absorbed) == {18, 20}
+    assert unread_views(inside, 0, _merged_reading((62, 72, 43), deferred=(22,)), absorbed) == {20}
+
+
+def test_a_view_read_later_by_name_in_a_list_or_as_an_output_is_kept():
+    plan = _plan()
+    chain = list(plan.chains[0])
+    mean = chain[16]
+    read_after = _with(plan, chain + [mean._replace(args=(67, *mean.args[1:]))])
+    assert unread_views(read_after, 0, _merged_reading((62, 72, 43)), _ABSORBED) == {20}
+    values = list(plan.values) + [EValue(TENSOR_LIST, (62, 77))]
+    cat = chain[16]._replace(args=(len(values) - 1, *mean.args[1:]))  # any instruction naming the list
+    in_list = _with(plan, chain + [cat], values)
+    assert unread_views(in_list, 0, _merged_reading((62, 72, 43)), _ABSORBED) == {18}
+    as_output = ExecutionPlan(plan.name, plan.values, plan.inputs, (*plan.outputs, 77), plan.chains, plan.operators,
+                              plan.delegates, plan.buffer_sizes)
+    assert unread_views(as_output, 0, _merged_reading((62, 72, 43)), _ABSORBED) == {18}
+
+
+def test_a_view_only_an_unread_view_reads_is_unread_and_jumps_keep_every_view():
+    plan = _plan()
+    chain = list(plan.chains[0])
+    view = chain[18]
+    values = list(plan.values) + [plan.values[67]]
+    of_view = view._replace(args=(67, view.args[1], len(values) - 1))  # a view of the second view, read by nothing
+    stacked = _with(plan, _insert(chain, 19, of_view), values)
+    absorbed = frozenset((0, pc + 1) for pc in range(START, STOP))
+    merged = {(0, START + 1): _merged_reading((62, 72, 43))[0, START]}
+    assert unread_views(stacked, 0, merged, absorbed) == {18, 19, 21}
+    jump = JumpFalseCall(43, len(chain))
+    assert unread_views(_with(plan, chain + [jump]), 0, _merged_reading((62, 72, 43)), _ABSORBED) == set()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
+def test_the_loaded_method_leaves_out_the_views_its_joined_call_does_not_read(monkeypatch):
+    views = lambda m: [e.index for e in m.steps if e.name == VIEW]  # noqa: E731
+    one = Runtime(num_threads=1).load_program(KV).load_method("forward")
+    assert views(one) == [17, 19]
+    monkeypatch.setattr(delegates_module, "same_reads", lambda *a: {})
+    every = Runtime(num_threads=1).load_program(KV).load_method("forward")
+    assert views(every) == [17, 18, 19, 20]
+    unmerged = Runtime(num_threads=1, merge_delegates=False).load_program(KV).load_method("forward")
+    assert views(unmerged)[:4] == [17, 18, 19, 20]  # and the views inside the run

@@ -30,6 +30,7 @@ from pterun.interp.checks import CHECKS as GEOMETRY_CHECKS
 from pterun.interp.checks import check as check_geometry
 from pterun.interp.loop import JumpFalse
 from pterun.interp.observe import Event, slot_reader
+from pterun.interp.same import unread_views
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Chain", "RandomSource", "Steps", "build_steps"]
@@ -123,6 +124,7 @@ class StepBuilder:
         self.folded: list[tuple[int, int, str]] = []
         self.folded_events: list[Event] = []
         self.calls: list[tuple] = []  # (executor, argument slots) of every delegate step
+        self.unread: frozenset = frozenset()  # the current chain's views nothing reads (same.unread_views)
 
     def fail(self, what: str) -> InvalidProgramError:
         return InvalidProgramError(f"{self.where}: {what}")
@@ -135,6 +137,8 @@ class StepBuilder:
         # repeated reads of one input element into a scalar (pterun.interp.repeats): left out, and the first
         # read's result copied to their scalar slots
         repeats = self.repeats if ci == 0 else (frozenset(), {})
+        # views whose results merged calls now read from an earlier view (pterun.interp.same): left out
+        self.unread = unread_views(self.plan, ci, self.merged, self.absorbed) if self.merged else frozenset()
         done = self.folder.done if self.folder is not None else frozenset()
         for pc, ins in enumerate(chain):
             if (ci, pc) in done and ins.kind == KERNEL_CALL:  # folded ahead of the merge (Folder.ahead)
@@ -152,7 +156,7 @@ class StepBuilder:
 
     def _kernel_call(self, parts: _Parts, ins, ci: int, pc: int, kernels: dict, repeats) -> None:
         skip, fan_out = repeats
-        if pc in skip:
+        if pc in skip or pc in self.unread:
             return
         name, b = self.plan.operators[ins.op_index], ins.args
         kernel = kernels[name]
