@@ -260,7 +260,8 @@ def test_twins_are_kept_while_the_positions_in_use_stay_and_made_again_when_they
     method, fresh = _load(), _load(merge=False)
     made = []
     twin = kvplan._twin
-    monkeypatch.setattr(kvplan, "_twin", lambda first, values: made.append(first.shape[0]) or twin(first, values))
+    monkeypatch.setattr(kvplan, "_twin", lambda first, values, scratch=None: made.append(first.shape[0]) or
+                        twin(first, values, scratch))
     for m in (method, fresh):
         _prompt(m, [1, 2, 3, 4, 5])
     assert made == [32] * 4  # the first call: one twin per key and value cache
@@ -271,3 +272,27 @@ def test_twins_are_kept_while_the_positions_in_use_stay_and_made_again_when_they
     twin_values = np.arange(24, dtype=np.float32).reshape(2, 3, 4)  # [L, Hkv, D]
     np.testing.assert_array_equal(twin(twin_values, True), twin_values.transpose(1, 2, 0))
     np.testing.assert_array_equal(twin(twin_values, False), twin_values.transpose(1, 0, 2))
+    scratch = np.full(2 * 24, np.nan, np.float32)  # built in given memory: the same numbers
+    np.testing.assert_array_equal(twin(twin_values, True, scratch), twin_values.transpose(1, 2, 0))
+    np.testing.assert_array_equal(twin(twin_values, False, scratch), twin_values.transpose(1, 0, 2))
+
+
+def test_growing_the_positions_keeps_the_output_arrays_and_new_queries_get_new_ones(monkeypatch):
+    method, fresh = _load(), _load(merge=False)
+    _, ex, _ = _kv(method)
+    asked = []
+    details = type(ex._cm).get_output_tensor_details
+    monkeypatch.setattr(type(ex._cm), "get_output_tensor_details", lambda cm, key: asked.append(key) or
+                        details(cm, key))
+    for m in (method, fresh):
+        _prompt(m, [1, 2, 3, 4, 5])
+    assert len(asked) == 1
+    arrays = [a for _, a in ex._out_arrays]
+    scratch = ex._twin_scratch
+    for p in range(5, 40):  # one row now (new arrays), then past 32 positions: only L changes (the same arrays)
+        got, want = _prompt(method, [p % 50], p), _prompt(fresh, [p % 50], p)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
+    assert len(asked) == 2 and ex._state[0] == 64
+    assert all(a is not b for a, (_, b) in zip(arrays, ex._out_arrays))
+    assert ex._twin_scratch is not scratch and ex._twin_scratch.size >= 2 * 64 * max(
+        h * d for h, d, _ in ex._lay.twins.values())
