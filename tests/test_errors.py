@@ -123,3 +123,19 @@ def test_no_raw_python_errors_escape_for_bad_files():
     for data in (MLP_BYTES[:9], MLP_BYTES[:64], MLP_BYTES[:-1], b"\x00" * 200, b"\xff" * 200):
         with pytest.raises(PterunError):
             load(data).load_method("forward")
+
+
+def test_an_error_names_a_run_of_equal_inputs_once_with_its_count_and_lists_at_most_sixteen():
+    from pterun.interp.method import LISTED_ARGS, _listed
+    from pterun.interp.tensor import Tensor
+
+    assert _listed(["a", "b", "b", "c"]) == "a, b, b, c"  # a few: each argument in its place
+    assert _listed(["a"] + ["b"] * LISTED_ARGS + ["c"]) == f"a, b x{LISTED_ARGS}, c"
+    many = [f"x{i}" for i in range(LISTED_ARGS + 4)]
+    assert _listed(many) == ", ".join(many[:LISTED_ARGS]) + ", ... 4 more"
+    assert _listed(["f"] * 3 + many).endswith(", x14, ... 5 more")  # what is left is counted in arguments
+    runner = Runtime.get().load_program(FIXTURES / "llm" / "kv_xnn.pte").load_method("forward")._runner
+    cache = next(i for i, v in enumerate(runner.values) if isinstance(v, Tensor) and list(v.shape) == [1, 128, 2, 16])
+    err = runner.kernel_error([("delegate XnnpackBackend", (cache,) * 24, 21)], 0, RuntimeError("boom"))
+    assert str(err).endswith("failed at instruction 21 with inputs (float32[1, 128, 2, 16] x24): RuntimeError: boom")
+    assert (err.operator, err.instruction) == ("delegate XnnpackBackend", 21)

@@ -219,7 +219,7 @@ class MethodRunner:
                 shapes.append(f"{v.dtype.name}{list(v.shape)}" + (f" = input {inputs[a]}" if a in inputs else ""))
             elif self.tags[a] not in (TENSOR,) and not isinstance(v, tuple):
                 shapes.append(repr(v))
-        return KernelError(f"{self.where}: {name} failed at instruction {pc} with inputs ({', '.join(shapes)}): "
+        return KernelError(f"{self.where}: {name} failed at instruction {pc} with inputs ({_listed(shapes)}): "
                            f"{type(cause).__name__}: {cause}", operator=name, instruction=pc)
 
     def collect_outputs(self) -> list:
@@ -234,3 +234,23 @@ class MethodRunner:
             else:
                 out.append(v)
         return out
+
+
+#: the most argument descriptions an error message lists (a merged call can take a hundred caches)
+LISTED_ARGS = 16
+
+
+def _listed(items: list) -> str:
+    """``items`` joined by commas; more than :data:`LISTED_ARGS` of them (a merged call's), a run of equal ones once
+    with its count (``float32[1, 512, 4, 64] x24``), at most that many of those, then how many more there are."""
+    if len(items) <= LISTED_ARGS:  # each argument in its place
+        return ", ".join(items)
+    runs: list[list] = []
+    for it in items:
+        if runs and runs[-1][0] == it:
+            runs[-1][1] += 1
+        else:
+            runs.append([it, 1])
+    shown = [it if n == 1 else f"{it} x{n}" for it, n in runs[:LISTED_ARGS]]
+    left = sum(n for _, n in runs[LISTED_ARGS:])
+    return ", ".join(shown + ([f"... {left} more"] if left else []))
