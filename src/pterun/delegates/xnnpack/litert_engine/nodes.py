@@ -266,10 +266,27 @@ class NodeRules:
                 [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.flags & G.FLAG_KEEP_DIMS))
 
     def node_Mean(self, n: G.Node) -> None:
-        """pterun's mean node (a merged graph's RMSNorm mean): TFLite's MEAN over the same axes."""
+        """pterun's mean node (a merged graph's RMSNorm mean). Over the last dim, kept: the portable kernel's
+        numbers bit for bit, as a running sum and one division. XNNPACK's float32 matrix product adds its ``k``
+        products one at a time into one accumulator, and a product by 1.0 is exact, so FULLY_CONNECTED with a
+        row of ones sums left to right exactly as ExecuTorch's ``mean.out`` does, and DIV by the count is
+        correctly rounded. Any other mean is TFLite's MEAN (XNNPACK's own order)."""
         residual = self.residual(n)
-        self.op("MEAN", [self.tensor_of(n.input_id), self.i32(list(n.axes))],
-                [self.output(n.output_id, residual)], "ReducerOptions", keepDims=bool(n.keepdim))
+        x = self.tensor_of(n.input_id)
+        shape = self.tensors[x].shape
+        rank = len(shape)
+        if rank >= 2 and tuple(n.axes) == (rank - 1,) and n.keepdim and self.value(n.input_id).datatype == G.FP32:
+            count = int(shape[-1])
+            total = self.temp_like(n.output_id)
+            self.op("FULLY_CONNECTED", [x, self.const(np.ones((1, count), F32), "FLOAT32"), -1], [total],
+                    "FullyConnectedOptions", fusedActivationFunction=self.S.ActivationFunctionType.NONE,
+                    keepNumDims=rank != 2)
+            self.op("DIV", [total, self.const(np.array([count], F32), "FLOAT32")],
+                    [self.output(n.output_id, residual)], "DivOptions",
+                    fusedActivationFunction=self.S.ActivationFunctionType.NONE)
+            return
+        self.op("MEAN", [x, self.i32(list(n.axes))], [self.output(n.output_id, residual)], "ReducerOptions",
+                keepDims=bool(n.keepdim))
 
     def node_binary(self, n: G.Node) -> None:
         name, options = _BINARY[n.name]
