@@ -390,6 +390,8 @@ def test_load_dims_shrink_the_dynamic_bound_of_dynamic_inputs_only():
     dims = load_dims({127}, lambda ext: ext != 1)
     assert dims(0, (1, 127, 64)) == (1, 1, 64) and dims(1, (1, 127, 64)) is None and dims(0, (4, 8)) == (4, 8)
     assert load_dims(frozenset(), lambda ext: True) is None  # a method without dynamic inputs: declared dims
+    # 128 tokens of 128 features: which dim changes is not known, and a feature dim prepared at 1 cannot reshape
+    assert load_dims({128}, lambda ext: True)(0, (1, 128, 128)) is None
 
 
 @needs_litert

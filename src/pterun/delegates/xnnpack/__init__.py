@@ -62,16 +62,20 @@ def load(blob: np.ndarray, named_data, engine: str = "auto", call_args: tuple = 
 
 
 def load_dims(sizes, dynamic):
-    """``(external id, declared dims) -> dims`` to prepare a graph input at: a dynamic input's dims whose size is one
+    """``(external id, declared dims) -> dims`` to prepare a graph input at: a dynamic input's dim whose size is one
     of ``sizes`` (the method's dynamic dims at their upper bound) at 1, so LiteRT sizes its memory for the shapes
     calls bring, not for the bound; None (prepare at the declared dims) when there is nothing to shrink.
-    ``dynamic(external id)`` says whether the argument's tensor is dynamic."""
+    ``dynamic(external id)`` says whether the argument's tensor is dynamic. An input with two such dims keeps its
+    declared ones: which of them changes is not known (a ``[1, 128, 128]`` of 128 tokens by 128 features), and a
+    feature dim prepared at 1 leaves XNNPACK a graph it cannot reshape for any call."""
     sizes = frozenset(sizes)
     if not sizes:
         return None
 
     def dims(ext: int, declared: tuple):
-        return tuple(1 if d in sizes else d for d in declared) if dynamic(ext) else None
+        if not dynamic(ext) or sum(d in sizes for d in declared) > 1:
+            return None
+        return tuple(1 if d in sizes else d for d in declared)
     return dims
 
 

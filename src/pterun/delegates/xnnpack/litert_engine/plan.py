@@ -136,10 +136,11 @@ class LiteRTPlan:
             try:
                 arrays = self._fit(arrays)
             except Unsupported as e:
-                if self._fallback is None:
+                arrays = self._at_declared_dims(arrays, e)
+                if arrays is None and self._fallback is None:
                     raise DelegateError(f"XNNPACK delegate (LiteRT engine): {e}") from None
-                self._switch_to_numpy(str(e))
-                return self._numpy.execute(args)
+                if arrays is None:
+                    return self._switch_to_numpy(str(e)) or self._numpy.execute(args)
             try:
                 for t, a in arrays:
                     if a.flags.c_contiguous:
@@ -279,6 +280,19 @@ class LiteRTPlan:
                 self._sub.allocate()
         except (ValueError, RuntimeError) as e:
             raise Unsupported(f"LiteRT cannot reshape the graph: {str(e).strip()[:200]}") from e
+
+    def _at_declared_dims(self, arrays: list, why: Exception) -> list | None:
+        """``arrays`` fitted to an interpreter prepared again at the declared dims where one prepared smaller
+        (:func:`.prepare.load_shapes`) cannot take the call's shapes; None where that cannot either."""
+        if self._load_dims is None:
+            return None
+        logger().debug("LiteRT engine: %s; prepared again at the declared dims", why)
+        self._load_dims = None
+        try:
+            self._rebuild()
+            return self._fit(arrays)
+        except Unsupported:
+            return None
 
     def _switch_to_numpy(self, reason: str) -> None:
         """From now on run on the NumPy engine (an input shape the LiteRT model cannot take)."""
