@@ -10,7 +10,8 @@ import numpy as np
 from merge_util import SyntheticPlan
 from pterun.format.schema import TENSOR, DelegateCall
 from pterun.interp.access import Accesses, After
-from pterun.interp.merge import _asked_once, _meets_read_outside
+from pterun.interp.merge import _asked_once
+from pterun.interp.moves import meets_read_outside
 from pterun.interp.tensor import Tensor
 
 
@@ -58,9 +59,9 @@ def test_what_is_read_outside_is_asked_only_for_slots_whose_bytes_meet():
         asked.append(slot)
         return slot == 2
 
-    assert not _meets_read_outside([(0, 8)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == []
-    assert not _meets_read_outside([(0, 10)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == [1]
-    assert _meets_read_outside([(0, 10), (20, 30)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == [1, 1, 2]
+    assert not meets_read_outside([(0, 8)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == []
+    assert not meets_read_outside([(0, 10)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == [1]
+    assert meets_read_outside([(0, 10), (20, 30)], [(1, (8, 16)), (2, (16, 24))], outside) and asked == [1, 1, 2]
 
 
 def test_an_operator_is_asked_about_once_per_backend_and_arguments():

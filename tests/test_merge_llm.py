@@ -51,7 +51,9 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
     calls = len([e for e in merged.steps if e.kind == "DelegateCall"])
     before = len([e for e in separate.steps if e.kind == "DelegateCall"])
     joined = sum(sum(isinstance(p, DelegatePart) for p in run.parts) - 1 for run, _, _ in runs.values())
-    assert (before, calls) == (24, 24 - joined) and calls == 5  # each layer's rotary-embedding call joined its own
+    # each layer's rotary-embedding call joined its own; the first delegate joins the first layer's, the position
+    # ints and RoPE rows between them computed before the call (Run.ahead)
+    assert (before, calls) == (24, 24 - joined) and calls == 4
     assert [d.engine for d in merged.delegates] == ["litert"] * len(merged.delegates)
     for a, b in zip(_decode(separate), _decode(merged)):
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
@@ -61,7 +63,9 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
 @pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
 def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
     """ExecuTorch's LLM exporter leaves update_cache and custom_sdpa between every layer's delegates; merged with
-    them, a step of the two-layer fixture is three calls, not 24 (or 5 without them), with the numbers kept."""
+    them, and with the first delegate (the position ints and RoPE rows it is followed by computed before the call),
+    a step of the two-layer fixture is two calls (the layers, the logits), not 24 (or 4 without them), with the
+    numbers kept."""
     from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
     merged = Runtime(merge_delegates=True).load_program(LLM / f"{name}.pte").load_method("forward")
     separate = Runtime(merge_delegates=False).load_program(LLM / f"{name}.pte").load_method("forward")
@@ -75,7 +79,11 @@ def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
     for op in ("llama::update_cache.out", "llama::custom_sdpa.out"):  # every one of them, in the one call
         assert held.count(op) == everywhere.count(op) == {"llama::update_cache.out": 4}.get(op, 2)
     assert ex.engine == "litert" and run.deferred == ()
-    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 3
+    assert plan[run.start].kind == DELEGATE_CALL and run.start == min(
+        pc for pc, ins in enumerate(plan) if ins.kind == DELEGATE_CALL)  # the first delegate call
+    assert {ops[plan[pc].op_index] for pc in run.ahead} == {"aten::_local_scalar_dense", "executorch_prim::add.Scalar",
+                                                            "aten::slice_copy.Tensor_out"}
+    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 2
     for a, b in zip(_decode(separate, 40), _decode(merged, 40)):  # past 32 positions: the caches grow in the graph
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
 
@@ -85,11 +93,16 @@ def test_trace_shows_a_merged_call_as_one_instruction():
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     (run, _, _), *_ = method._runner.merged.values()
     event = next(e for e in method.steps if e.index == run.start)
+    before = f"; {', '.join(map(str, run.ahead))} run before it" if run.ahead else ""
     later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
-    assert event.kind == "DelegateCall" and event.detail == (f"instructions {run.start}-{run.stop - 1} merged into "
-                                                             f"one call{later}")
+    assert run.ahead and event.kind == "DelegateCall" and \
+        event.detail == f"instructions {run.start}-{run.stop - 1} merged into one call{before}{later}"
     indices = {t.index for t in method.trace([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])}
-    assert run.start in indices and indices & set(range(run.start + 1, run.stop)) == set(run.deferred)
+    steps = [e.index for e in method.steps]  # what runs before the call runs there, in program order (a repeated
+    at = steps.index(run.start)  # read of the position is no step: the first read's step fills its slot)
+    ran_ahead = [i for i in run.ahead if i in steps]
+    assert run.start in indices and indices & set(range(run.start + 1, run.stop)) == set(run.deferred) | set(ran_ahead)
+    assert ran_ahead and steps[at - len(ran_ahead):at] == ran_ahead
 
 
 @needs_litert
@@ -101,14 +114,15 @@ def test_a_merged_call_moves_past_the_cache_update_and_attention_runs_after_it(m
     method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
     plan, ops = method._runner.plan.chains[0], method._runner.plan.operators
     runs = [run for run, _, _ in method._runner.merged.values() if run.deferred]
-    assert runs
+    assert len(runs) == 2  # one a layer
     for run in runs:
         assert {ops[plan[pc].op_index] for pc in run.deferred} == {"executorch_prim::et_view.default",
                                                                    "llama::update_cache.out"}
         order = [e.index for e in method.steps]
         at = order.index(run.start)
         assert order[at + 1:at + 1 + len(run.deferred)] == list(run.deferred)
-        assert not set(order) & (set(range(run.start + 1, run.stop)) - set(run.deferred))
+        assert not set(order) & (set(range(run.start + 1, run.stop)) - set(run.deferred) - set(run.ahead))
+        assert all(order.index(pc) < at for pc in run.ahead if pc in order)
 
 
 @needs_litert
@@ -131,7 +145,9 @@ def test_the_cache_update_moves_only_because_its_out_placeholder_is_declared_unw
 
     def deferred():
         method = Runtime().load_program(LLM / "kv_xnn.pte").load_method("forward")
-        return [run.deferred for run, _, _ in method._runner.merged.values() if run.deferred]
+        plan, ops = method._runner.plan.chains[0], method._runner.plan.operators
+        return [pc for run, _, _ in method._runner.merged.values() for pc in run.deferred
+                if ops[plan[pc].op_index] == "llama::update_cache.out"]
 
     assert KERNELS["llama::update_cache.out"].unwritten == (3,) and deferred()
     out = np.full(1, 7.0, np.float32)

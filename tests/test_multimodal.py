@@ -89,8 +89,33 @@ def test_text_and_stats_match_executorchs_runner(runner, rec, case):
 
 def test_first_logits_match_executorch(rec):
     """The prefill's logits of the first case, by hand through the methods (8da4w: int8 activations per token)."""
+    got, want = _first_logits(Runtime.get().load_program(PTE), rec)
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-3
+
+
+def test_a_merged_graph_prepared_too_small_is_prepared_again_rather_than_moved_to_numpy(monkeypatch, rec, caplog):
+    """The text decoder's input is 128 tokens of 128 features. Prepared with both dims at 1 (as every dim the
+    size of a dynamic bound once was), its first merged graph cannot take a call's shapes: it is prepared again at
+    the declared dims and stays on XNNPACK, whose numbers are ExecuTorch's (the NumPy engine's rsqrt is not)."""
+    import logging
+
+    import pterun.delegates.xnnpack as X
+
+    def every_dim(sizes, dynamic):
+        sizes = frozenset(sizes)
+        return lambda ext, declared: tuple(1 if d in sizes else d for d in declared) if dynamic(ext) else None
+    monkeypatch.setattr(X, "load_dims", every_dim)
+    program = Runtime(num_threads=1).load_program(PTE)
+    with caplog.at_level(logging.DEBUG, logger="pterun"):
+        got, want = _first_logits(program, rec)
+    assert "prepared again at the declared dims" in caplog.text
+    assert "moves to the NumPy engine" not in caplog.text
+    assert np.abs(got - want).max() / np.abs(want).max() < 1e-3
+
+
+def _first_logits(program, rec) -> tuple:
+    """(pterun's, ExecuTorch's) last logits of the first case's prefill, by hand through ``program``'s methods."""
     case = CASES[0]
-    program = Runtime.get().load_program(PTE)
     emb, dec, vis = (program.load_method(m).execute for m in ("token_embedding", "text_decoder", "vision_encoder"))
     tok = MultimodalRunner(PTE, TOK).tokenizer
     pos, logits = 0, None
@@ -101,9 +126,7 @@ def test_first_logits_match_executorch(rec):
             e = vis([np.ascontiguousarray(rec[value].transpose(2, 0, 1))])[0]
         logits = dec([e, np.array([pos])])[0]
         pos += e.shape[1]
-    want = rec["c0_logits"][0]
-    got = logits.reshape(-1, logits.shape[-1])[-1]
-    assert np.abs(got - want).max() / np.abs(want).max() < 1e-3
+    return logits.reshape(-1, logits.shape[-1])[-1], rec["c0_logits"][0]
 
 
 def test_model_info(runner):

@@ -19,8 +19,16 @@ from pterun.interp.method import MethodRunner
 from pterun.interp.repeats import find_repeats
 from pterun.interp.same import same_reads, unread_views
 
-KV = FIXTURES / "llm" / "kv_xnn.pte"  # 2 layers; the joined run is instructions 21..77
+KV = FIXTURES / "llm" / "kv_xnn.pte"  # 2 layers; the joined run is instructions 21..77 where nothing moves ahead
 START, STOP = 21, 78
+
+
+def _nothing_ahead(monkeypatch) -> None:
+    """Runs as where nothing can run before a merged call (:mod:`pterun.interp.moves`): the joined run then starts
+    after the RoPE views, as in a program whose position ints and rows depend on the first delegate's outputs."""
+    import pterun.interp.merge as merge_module
+
+    monkeypatch.setattr(merge_module, "ahead_of_call", lambda *a, **k: frozenset())
 
 
 def _plan():
@@ -120,7 +128,7 @@ def test_the_joined_call_binds_one_position_and_one_copy_of_each_rope_table_with
     # per layer
     assert (len(a.offsets), len(a.keys), len(a.queries), len(a.starts)) == (1, 1, 1, 2)
     assert (len(b.offsets), len(b.keys), len(b.queries), len(b.starts)) == (2, 2, 2, 4)
-    assert (a.n_in, b.n_in) == (17, 24)  # five position inputs fewer, and two RoPE views
+    assert (a.n_in, b.n_in) == (16, 21)  # five position inputs fewer (the RoPE views are inside the call now)
     prompt = np.load(FIXTURES / "llm" / f"{name}.npz")["p0_prompt"].astype(np.int64).reshape(1, -1)
     pos = prompt.shape[1]
     x, y = one.execute([prompt, np.array([0])])[0], every.execute([prompt, np.array([0])])[0]
@@ -140,9 +148,10 @@ def test_a_view_the_run_points_elsewhere_keeps_every_copy():
     assert 67 not in got and got[77] == 72
 
 
-def test_a_delegate_whose_outputs_are_not_known_reads_its_own_arguments():
+def test_a_delegate_whose_outputs_are_not_known_reads_its_own_arguments(monkeypatch):
     from pterun.interp.delegates import DelegatePart, Source, _reading_same
 
+    _nothing_ahead(monkeypatch)
     program = Runtime.get().load_program(KV)
     plan = program._plan("forward")
     method = program.load_method("forward")
@@ -217,6 +226,9 @@ def test_a_view_only_an_unread_view_reads_is_unread_and_jumps_keep_every_view():
 @pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None, reason="ai-edge-litert is not installed")
 def test_the_loaded_method_leaves_out_the_views_its_joined_call_does_not_read(monkeypatch):
     views = lambda m: [e.index for e in m.steps if e.name == VIEW]  # noqa: E731
+    ahead = Runtime(num_threads=1).load_program(KV).load_method("forward")
+    assert views(ahead) == []  # the joined call starts at the first delegate: the views are inside it
+    _nothing_ahead(monkeypatch)
     one = Runtime(num_threads=1).load_program(KV).load_method("forward")
     assert views(one) == [17, 19]
     monkeypatch.setattr(delegates_module, "same_reads", lambda *a: {})

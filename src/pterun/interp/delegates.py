@@ -230,7 +230,7 @@ def _reading_same(run: Run, parts: tuple, src: Source, acc: Accesses, fan_out: d
     from the earlier slot that holds the same value when the run starts (:func:`pterun.interp.same.same_reads`):
     one input of the merged call instead of one per copy. A delegate whose outputs its backend does not say
     (``acc.delegate_outputs``) is left as it is."""
-    same = same_reads(src.plan, acc, fan_out, run.chain, run.start, run.stop)
+    same = same_reads(src.plan, acc, fan_out, run.chain, run.start, run.stop, frozenset(run.ahead))
     if not same:
         return parts
     out = []

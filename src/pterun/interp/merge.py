@@ -23,15 +23,15 @@ Example::
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable
 from typing import NamedTuple
 
 from pterun.delegates import KernelArg
 from pterun.format.schema import (DELEGATE_CALL, FREE_CALL, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
                                   OPT_TENSOR_LIST, TENSOR_LIST)
-from pterun.interp.access import Accesses, After, storage_span, view_roots
+from pterun.interp.access import Accesses, After, view_roots
 from pterun.interp.forms import Absorbed, absorbed_op, const_int, kernel_op  # noqa: F401  (the merge's vocabulary)
+from pterun.interp.moves import ahead_of_call, byte_spans, first_conflict
 from pterun.interp.tensor import Tensor
 
 __all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_runs", "kernel_op",
@@ -48,7 +48,7 @@ class DelegatePart(NamedTuple):
 class Run(NamedTuple):
     """Instructions ``start..stop-1`` of chain ``chain``: the parts in order (DelegatePart or Absorbed), the
     backend they all belong to, and the instructions among them that run after the merged call, in order
-    (``deferred``)."""
+    (``deferred``), and before it (``ahead``: :mod:`.moves`)."""
 
     chain: int
     start: int
@@ -56,6 +56,7 @@ class Run(NamedTuple):
     backend: str
     parts: tuple
     deferred: tuple = ()
+    ahead: tuple = ()
 
 
 def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[int], str | None],
@@ -94,7 +95,7 @@ def find_runs(plan, values: list, tags: list, volatile: set, mergers: Callable[[
     outputs = set(plan.outputs)
     root = view_roots(plan)
     acc = acc if acc is not None else Accesses(plan, values, tags)
-    span = _spans(values)
+    span = byte_spans(values)
     absorbed = _asked_once(absorbed)
     runs = []
     for ci, chain in enumerate(plan.chains):
@@ -230,10 +231,11 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
                 not (calls == 0 and _worth_a_call(items)):
             return None
         start, stop = items[0][0], items[-1][0] + 1
-        deferred = {pc for pc, p in items if p is None}
+        ahead = ahead_of_call(items, chain, values, root, later, span, acc.delegate_outputs)
+        deferred = {pc for pc, p in items if p is None} - ahead
 
         def named_outside(slot: int) -> bool:
-            return slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred
+            return slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred or pc in ahead
                                           for c, pc in uses.get(slot, ()))
 
         for pc, p in reversed(items):  # a view read outside is replayed (later views first: views of views)
@@ -246,12 +248,12 @@ def _settle(ci, backend, items, chain, values, uses, outputs, root, later, span,
         def outside(slot: int, deferred=frozenset(deferred), known=known) -> bool:
             got = known.get(slot)
             if got is None:
-                got = known[slot] = _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot)
+                got = known[slot] = _read_outside(uses, outputs, acc, ci, start, stop, deferred, slot, ahead)
             return got
-        bad = _first_conflict(items, deferred, chain, values, root, later, outside, span)
+        bad = first_conflict(items, deferred, chain, values, root, later, outside, span, ahead, acc.delegate_outputs)
         if bad is None:
             parts = tuple(p for _, p in items if p is not None)
-            return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)))
+            return Run(ci, start, stop, backend, parts, tuple(sorted(deferred)), tuple(sorted(ahead)))
         items = [(pc, p) for pc, p in items if pc < bad]
 
 
@@ -311,109 +313,6 @@ def _replay_constants(items, deferred: set, named_outside) -> list:
     return out
 
 
-def _first_conflict(items, deferred, chain, values, root, later, outside, span) -> int | None:
-    """The first element of the run that a deferred instruction before it may not move past, or None. Each
-    deferred instruction is checked against the elements after it up to the first conflict found so far (found by
-    bisection), and what an element touches is worked out when first checked: nothing past the first conflict is."""
-    kept = [(q, e) for q, e in items if q not in deferred]  # deferred instructions keep their order
-    at = [q for q, _ in kept]
-    known: dict[int, tuple] = {}
-
-    def touches(k: int) -> tuple:
-        """(slots touched, slots written, touched bytes, (slot, bytes) written) of ``kept[k]``, once, when asked."""
-        got = known.get(k)
-        if got is None:
-            q, e = kept[k]
-            touched = _roots_of(chain[q].args, values, root)
-            if isinstance(e, DelegatePart):
-                written = touched
-            else:  # an absorbed view writes no memory; other absorbed operators their output
-                written = set() if e.op == "view" else {root.get(s, s) for s in e.outputs}
-            got = known[k] = (touched, written, _spans_of(touched, span),
-                              [(s, span(s)) for s in written if span(s) is not None])
-        return got
-
-    first = None
-    for pc, p in items:
-        if pc not in deferred:
-            continue
-        reads, writes = _moved(p, chain[pc], values, root, later)
-        mine_w, mine_rw = _spans_of(writes, span), _spans_of(reads | writes, span)
-        for k in range(bisect_left(at, pc), len(at) if first is None else bisect_left(at, first)):
-            touched, written, touched_at, written_at = touches(k)
-            # a slot both sides name is caught by the set tests; the byte ranges catch different slots laid
-            # over the same memory (the memory plan reuses it)
-            if writes & touched or reads & written or _meet(mine_w, touched_at) or \
-                    _meets_read_outside(mine_rw, written_at, outside):
-                first = at[k]
-                break
-    return first
-
-
-def _meets_read_outside(ranges: list, written: list, outside) -> bool:
-    """Whether any byte range of ``ranges`` meets those of a slot of ``written`` ((slot, range) pairs) that is read
-    outside the run (asked last, the costly test)."""
-    for slot, (lo, hi) in written:
-        for a, b in ranges:
-            if a < hi and lo < b:
-                if outside(slot):
-                    return True
-                break
-    return False
-
-
-def _moved(p, ins, values, root, later) -> tuple[set, set]:
-    """(slots read, slots written) of a deferred instruction, by their view roots: a kernel the run reaches past
-    (``p`` None) as ``later`` says, a list out as its members; a replayed view writes only its own binding, a
-    replayed operator on constants its outputs."""
-    if p is None:
-        reads, writes = later(ins)
-        return _roots_of(reads, values, root), _roots_of(writes, values, root)
-    return _roots_of(ins.args, values, root), ({root.get(s, s) for s in p.outputs} if _is_kernel(p) else set())
-
-
-def _roots_of(args, values, root) -> set:
-    """The view roots of argument slots, with the members of list arguments."""
-    return {root.get(s, s) for s in _expand(args, values)}
-
-
-def _spans_of(slots, span) -> list:
-    """The byte ranges of the slots that have bytes."""
-    return [r for r in map(span, slots) if r is not None]
-
-
-def _meet(a: list, b: list) -> bool:
-    """Whether any byte range of ``a`` meets one of ``b`` (as ``np.may_share_memory`` decides for flat storages)."""
-    for x0, x1 in a:
-        for y0, y1 in b:
-            if x0 < y1 and y0 < x1:
-                return True
-    return False
-
-
-def _spans(values: list) -> Callable[[int], tuple | None]:
-    """``span(slot)``: the [start, end) addresses of a tensor slot's storage, None for anything else or no bytes;
-    worked out once per slot (the memory layout is fixed once a method is loaded)."""
-    known: dict[int, tuple | None] = {}
-
-    def span(slot: int):
-        if slot not in known:
-            v = values[slot] if 0 <= slot < len(values) else None
-            known[slot] = storage_span(v) if isinstance(v, Tensor) else None
-        return known[slot]
-    return span
-
-
-def _expand(args, values) -> list:
-    """Argument slots, with the members of list arguments."""
-    out = []
-    for a in args:
-        out.append(a)
-        if 0 <= a < len(values) and isinstance(values[a], tuple):
-            out.extend(j for j in values[a] if isinstance(j, int) and 0 <= j < len(values))
-    return out
-
-
 def _uses(plan, tags: list, values: list) -> dict:
     """slot -> [(chain, pc), ...] of the instructions that name it, directly or through a list."""
     uses: dict[int, list] = {}
@@ -440,13 +339,15 @@ def _uses(plan, tags: list, values: list) -> dict:
     return uses
 
 
-def _read_outside(uses: dict, outputs: set, acc: Accesses, ci: int, start: int, stop: int, deferred, slot: int) \
-        -> bool:
+def _read_outside(uses: dict, outputs: set, acc: Accesses, ci: int, start: int, stop: int, deferred, slot: int,
+                  ahead=frozenset()) -> bool:
     """Whether anything but the merged call of the run ``start..stop-1`` of chain ``ci`` can read ``slot``: by name
-    (an instruction outside the run or deferred past its call, in any chain, or the caller as a method output), or
+    (an instruction outside the run, deferred past its call or moved ahead of it, in any chain, or the caller as a
+    method output), or
     through another value over the same bytes before they are overwritten (deferred instructions, the rest of the
     chain, the outputs, the next call up to the run)."""
-    if slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred for c, pc in uses.get(slot, ())):
+    if slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred or pc in ahead
+                              for c, pc in uses.get(slot, ())):
         return True
     if not acc.shared.overlapping(slot):
         return False
@@ -463,7 +364,7 @@ def _read_outside(uses: dict, outputs: set, acc: Accesses, ci: int, start: int, 
 
 def slots_read_outside(plan, tags: list, values: list, acc: Accesses | None = None) -> Callable[[Run, int], bool]:
     """``outside(run, slot)``: whether anything but ``run``'s merged call can read ``slot`` (an instruction outside
-    the run or deferred past its call, in any chain, directly or through a list, or the caller as a method
+    the run, deferred past its call or moved ahead of it, in any chain, directly or through a list, or the caller as a method
     output), by name or through another value laid over the same bytes (:func:`_read_outside`)."""
     uses = _uses(plan, tags, values)
     outputs = set(plan.outputs)
@@ -472,10 +373,10 @@ def slots_read_outside(plan, tags: list, values: list, acc: Accesses | None = No
     known: dict = {}
 
     def outside(run: Run, slot: int) -> bool:
-        key = (run.chain, run.start, run.stop, run.deferred, slot)
+        key = (run.chain, run.start, run.stop, run.deferred, run.ahead, slot)
         got = known.get(key)
         if got is None:
             got = known[key] = _read_outside(uses, outputs, acc, run.chain, run.start, run.stop,
-                                             frozenset(run.deferred), slot)
+                                             frozenset(run.deferred), slot, frozenset(run.ahead))
         return got
     return outside

@@ -30,15 +30,16 @@ from pterun.interp.access import VIEW
 __all__ = ["same_reads", "unread_views"]
 
 
-def same_reads(plan, acc, fan_out: dict, chain: int, start: int, stop: int) -> dict[int, int]:
+def same_reads(plan, acc, fan_out: dict, chain: int, start: int, stop: int, ahead=frozenset()) -> dict[int, int]:
     """slot -> an earlier slot that holds the same value whenever the run of chain ``chain`` over instructions
     ``start..stop-1`` starts (see the module docstring). ``fan_out`` is :func:`.repeats.find_repeats`' second
-    result (for chain 0); ``acc`` an :class:`~pterun.interp.access.Accesses` of the method."""
+    result (for chain 0); ``acc`` an :class:`~pterun.interp.access.Accesses` of the method; ``ahead`` the run's
+    instructions that run before its call (a first read among them has run too)."""
     code = plan.chains[chain]
     same: dict[int, int] = {}
     if chain == 0:
         for first, repeats in fan_out.items():
-            if first < start:
+            if first < start or first in ahead:
                 slot = code[first].args[-1]
                 same.update({r: slot for _, r in repeats})
     firsts: dict[tuple, tuple] = {}  # (viewed slot, sizes) -> (pc, result slot) of the first such view

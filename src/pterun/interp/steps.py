@@ -178,10 +178,13 @@ class StepBuilder:
         run, ex, b = self.merged[ci, pc]
         name = f"delegate {run.backend}"
         read = slot_reader(self.values, self.tags, _delegate_outputs(ex, b))
+        for a in run.ahead:  # instructions moved ahead of the merged call (pterun.interp.moves): in order, before it
+            self._kernel_call(parts, chain[a], ci, a, kernels, repeats)
         later = f"; {', '.join(map(str, run.deferred))} run after it" if run.deferred else ""
+        before = f"; {', '.join(map(str, run.ahead))} run before it" if run.ahead else ""
         parts.add(self._executor_step(ex, b), (name, b, pc),
                   Event(ci, pc, "DelegateCall", name, read,
-                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call{later}"))
+                        detail=f"instructions {run.start}-{run.stop - 1} merged into one call{before}{later}"))
         self.calls.append((ex, tuple(b)))
         for d in run.deferred:  # instructions the merged call moved past: in program order, after it
             self._kernel_call(parts, chain[d], ci, d, kernels, repeats)
