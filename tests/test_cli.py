@@ -483,7 +483,7 @@ def test_bench_says_how_many_delegate_calls_run_merged(capsys, monkeypatch):
     monkeypatch.delenv("PTERUN_NO_MERGE", raising=False)
     llm = str(FIXTURES / "llm" / "kv_xnn.pte")
     assert main(["--engine", "litert", "bench", llm, "--repeat", "1"]) == 0
-    assert ("2 delegate call(s) per run; 2 of them each run several neighbouring instructions (delegate calls, "
+    assert ("1 delegate call(s) per run; 1 of them each run several neighbouring instructions (delegate calls, "
             "portable operators) compiled into one LiteRT program (PTERUN_NO_MERGE=1 keeps them apart)") in \
         capsys.readouterr().out.splitlines()
     monkeypatch.setenv("PTERUN_NO_MERGE", "1")

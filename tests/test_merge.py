@@ -14,6 +14,7 @@ from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.merge import CannotMerge
 from pterun.delegates.xnnpack.numpy_engine import compile_graph
 from pterun.interp.merge import Absorbed, DelegatePart
+from pterun.errors import DelegateError
 from pterun.interp.tensor import Tensor
 from xnn_payloads import Graph, out_tensor, tensor
 
@@ -407,3 +408,75 @@ def test_load_dims_litert_refuses_fall_back_to_the_declared_ones():
     x = RNG.standard_normal((2, 6, 4), np.float32)
     (got,) = run_plan(plan, [(2, 6, 4), (2, 3, 8)], [x])
     assert np.array_equal(got, x.reshape(2, 3, 8))
+
+
+# -- select along a dim the run decides (a Pick node): an LLM's last token, inside its merged call ----------------
+def _pick_graph(index: int, bound: int = 8):
+    """A merged graph: Add over [1, S, 4] (S up to ``bound``, dynamic), select ``index`` along dim 1, Multiply."""
+    graphs = {0: _add_graph([1, bound, 4]), 1: _mul_graph([1, 4], [1, 4])}
+    x = out_tensor((1, bound, 4), np.float32, capacity=(1, bound, 4))
+    tensors = slots({1: (1, bound, 4), 2: (1, bound, 4), 11: (1, 4), 12: (1, 4), 13: (1, 4)})
+    tensors[1] = tensors[2] = tensors[10] = x
+    pick = Absorbed("select", (10,), (11,), {"dim": 1, "index": index})
+    parts = (DelegatePart(0, (1, 2, 10)), pick, DelegatePart(1, (11, 12, 13)))
+    return merge_over(parts, graphs, lambda s: s == 13, tensors)
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+@pytest.mark.parametrize("index", [-1, -3, 0, 2])
+def test_a_select_along_the_dim_the_run_decides_picks_from_the_call_s_size(engine, index):
+    graph, args = _pick_graph(index)
+    assert [n.name for n in graph.nodes] == ["Add", "Pick", "Multiply"] and args == (1, 2, 12, 13)
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1, load_dims=lambda ext, dims: (1, 1, 4) if len(dims) == 3 else None)
+        assert plan.engine == "litert"
+    for s in (3, 5, 8):  # the size the call brings, after the one the graph was prepared at
+        x, y, w = (RNG.standard_normal(shape).astype(np.float32) for shape in ((1, s, 4), (1, s, 4), (1, 4)))
+        out = out_tensor((1, 4), np.float32)
+        plan.execute([tensor(x), tensor(y), tensor(w), out])
+        np.testing.assert_array_equal(out.array, (x + y)[:, index] * w)
+
+
+@pytest.mark.parametrize("engine", ["numpy", pytest.param("litert", marks=needs_litert)])
+def test_a_select_past_the_call_s_size_raises(engine):
+    graph, _ = _pick_graph(-4)
+    if engine == "numpy":
+        plan = compile_graph(graph)
+    else:
+        from pterun.delegates.xnnpack import litert_engine as L
+        plan = L.build(graph, 1, fallback=lambda: compile_graph(graph))
+    x = RNG.standard_normal((1, 3, 4)).astype(np.float32)
+    with pytest.raises((DelegateError, IndexError)):
+        plan.execute([tensor(x), tensor(x), tensor(x[:, 0]), out_tensor((1, 4), np.float32)])
+
+
+def test_a_select_whose_other_dims_change_or_whose_index_is_outside_a_fixed_dim_is_not_merged():
+    from pterun.delegates.xnnpack.merge import _pick_node
+    assert _pick_node({"dim": 1, "index": -1}, (1, 8, 4), (False, True, False))[1] == (1, 4)
+    with pytest.raises(CannotMerge, match="another dim changes"):
+        _pick_node({"dim": 1, "index": -1}, (2, 8, 4), (True, True, False))
+    with pytest.raises(CannotMerge, match="select 8 along dim 1"):
+        _pick_node({"dim": 1, "index": 8}, (1, 8, 4), (False, False, False))
+
+
+def test_a_select_is_read_with_a_fixed_dim_and_index_and_merged_only_where_the_dim_that_changes_is_known():
+    from pterun.format.schema import INT, TENSOR
+    from pterun.interp.merge import absorbed_op
+    values = [out_tensor((1, 8, 4), np.float32, capacity=(1, 8, 4)), 1, -1, out_tensor((1, 4), np.float32)]
+    tags = [TENSOR, INT, INT, TENSOR]
+    op = absorbed_op("select", (0, 1, 2, 3), values, tags, set())
+    assert (op.op, op.inputs, op.outputs, op.attrs) == ("select", (0,), (3,), {"dim": 1, "index": -1})
+    assert absorbed_op("select", (0, 1, 2, 3), values, tags, {2}) is None  # an index set while the method runs
+    # the selected row itself changes with the call: which dim of the delegate's output changes is not known
+    graphs = {0: _add_graph([1, 8, 4]), 1: _mul_graph([1, 4], [1, 4])}
+    x = out_tensor((1, 8, 4), np.float32, capacity=(1, 8, 4))
+    tensors = slots({1: (1, 8, 4), 2: (1, 8, 4), 12: (1, 4), 13: (1, 4)})
+    tensors[1] = tensors[2] = tensors[10] = x
+    tensors[11] = out_tensor((1, 4), np.float32, capacity=(1, 4))
+    parts = (DelegatePart(0, (1, 2, 10)), Absorbed("select", (10,), (11,), {"dim": 1, "index": -1}),
+             DelegatePart(1, (11, 12, 13)))
+    with pytest.raises(CannotMerge, match=r"select of \[1, 8, 4\]: which dims change at run time is not known"):
+        merge_over(parts, graphs, lambda s: s == 13, tensors)

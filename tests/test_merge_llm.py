@@ -42,7 +42,7 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
     merged = Runtime(merge_delegates=True).load_program(LLM / "kv_xnn.pte").load_method("forward")
     separate = Runtime(merge_delegates=False).load_program(LLM / "kv_xnn.pte").load_method("forward")
     runs = merged._runner.merged
-    assert len(runs) == 4 and not separate._runner.merged
+    assert len(runs) == 3 and not separate._runner.merged
     plan = merged._runner.plan.chains[0]
     for run, ex, args in runs.values():  # a run starts and ends with a delegate call and holds only mergeable ones
         assert plan[run.start].kind == DELEGATE_CALL and plan[run.stop - 1].kind == DELEGATE_CALL
@@ -52,8 +52,9 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
     before = len([e for e in separate.steps if e.kind == "DelegateCall"])
     joined = sum(sum(isinstance(p, DelegatePart) for p in run.parts) - 1 for run, _, _ in runs.values())
     # each layer's rotary-embedding call joined its own; the first delegate joins the first layer's, the position
-    # ints and RoPE rows between them computed before the call (Run.ahead)
-    assert (before, calls) == (24, 24 - joined) and calls == 4
+    # ints and RoPE rows between them computed before the call (Run.ahead), and the logits the last layer's, its
+    # last token picked inside the call
+    assert (before, calls) == (24, 24 - joined) and calls == 3
     assert [d.engine for d in merged.delegates] == ["litert"] * len(merged.delegates)
     for a, b in zip(_decode(separate), _decode(merged)):
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
@@ -63,9 +64,9 @@ def test_llm_decode_merges_its_delegates_and_keeps_its_numbers(monkeypatch):
 @pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
 def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
     """ExecuTorch's LLM exporter leaves update_cache and custom_sdpa between every layer's delegates; merged with
-    them, and with the first delegate (the position ints and RoPE rows it is followed by computed before the call),
-    a step of the two-layer fixture is two calls (the layers, the logits), not 24 (or 4 without them), with the
-    numbers kept."""
+    them, with the first delegate (the position ints and RoPE rows it is followed by computed before the call) and
+    the logits (the last token picked inside the call), a step of the two-layer fixture is one call, not 24 (or 3
+    without them), with the numbers kept."""
     from pterun.delegates.xnnpack.litert_engine.kvplan import KvPlan
     merged = Runtime(merge_delegates=True).load_program(LLM / f"{name}.pte").load_method("forward")
     separate = Runtime(merge_delegates=False).load_program(LLM / f"{name}.pte").load_method("forward")
@@ -83,7 +84,8 @@ def test_an_llm_s_layers_with_their_caches_and_attention_are_one_call(name):
         pc for pc, ins in enumerate(plan) if ins.kind == DELEGATE_CALL)  # the first delegate call
     assert {ops[plan[pc].op_index] for pc in run.ahead} == {"aten::_local_scalar_dense", "executorch_prim::add.Scalar",
                                                             "aten::slice_copy.Tensor_out"}
-    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 2
+    assert len([e for e in merged.steps if e.kind == "DelegateCall"]) == 1
+    assert "aten::select_copy.int_out" in held and any(getattr(p, "op", None) == "select" for p in run.parts)
     for a, b in zip(_decode(separate, 40), _decode(merged, 40)):  # past 32 positions: the caches grow in the graph
         assert a.shape == b.shape and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
 

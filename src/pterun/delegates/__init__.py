@@ -106,7 +106,8 @@ class Backend:
       follow values through it (:mod:`pterun.interp.access`); None: not known, every argument counts as read.
     * ``absorbed_forms``: operator name -> the form (:class:`pterun.interp.merge.Absorbed` ``op``) in which a
       merged graph can hold that operator between two of its delegate calls (``"kernel"``: the operator itself,
-      its arguments fixed at load but the tensors, :class:`KernelArg`); ``compiles(engine)`` whether runs of such
+      its arguments fixed at load but the tensors, :class:`KernelArg`; a tuple: forms tried in order, where the first
+      does not fit the arguments); ``compiles(engine)`` whether runs of such
       operators alone become merged calls too; ``merges`` says whether the backend
       builds merged calls at all, and ``merge(...)`` builds one (:mod:`pterun.interp.merge`), or declines with
       None; ``merge_bytes`` bounds the bytes of delegates one merged call holds, as ``weight_bytes(blob)`` counts
@@ -117,7 +118,7 @@ class Backend:
     name: str = ""
     merges: bool = False
     merge_bytes: int | None = None
-    absorbed_forms: Mapping[str, str] = MappingProxyType({})
+    absorbed_forms: Mapping[str, str | tuple] = MappingProxyType({})
 
     def is_available(self) -> bool:
         return True

@@ -122,13 +122,16 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
 
     def absorbed(backend: str, name: str, args: tuple):
         b = BACKENDS[backend]
-        form = b.absorbed_forms.get(name)
-        if form == "kernel":
-            kernel = KERNELS.get(name)
-            op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile, given)
-        else:
-            op = None if form is None else absorbed_op(form, args, values, tags, analysis.volatile)
-        return op if op is not None and b.absorbs(op, exact=exact) else None
+        forms = b.absorbed_forms.get(name, ())
+        for form in forms if isinstance(forms, tuple) else (forms,):  # the first that fits the arguments
+            if form == "kernel":
+                kernel = KERNELS.get(name)
+                op = None if kernel is None else kernel_op(kernel, args, values, tags, analysis.volatile, given)
+            else:
+                op = absorbed_op(form, args, values, tags, analysis.volatile)
+            if op is not None and b.absorbs(op, exact=exact):
+                return op
+        return None
 
     def later(ins):  # (read, written) slots of a KernelCall that may run after a merged call, or None
         kernel = KERNELS.get(plan.operators[ins.op_index]) if ins.kind == KERNEL_CALL else None

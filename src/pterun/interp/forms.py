@@ -42,8 +42,9 @@ def absorbed_op(form: str, args: tuple, values: list, tags: list, volatile: set)
     for its operator, :attr:`pterun.delegates.Backend.absorbed_forms`), or None when its arguments do not fit:
     ``mean`` (a ``mean.out`` over fixed dims, keepdim fixed), ``view`` (``et_view``, whose result aliases its
     input) and ``reshape`` (``view_copy``), both with ``size`` holding None for the one dim known only at run time
-    (a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``) and
-    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1); and an LLM's KV cache
+    (a fixed -1 is the out tensor's declared size there), ``squeeze`` (``squeeze_copy`` over fixed ``dims``),
+    ``slice`` (``slice_copy`` along a fixed ``dim`` from a fixed ``start`` to ``end``, step 1) and ``select``
+    (``select_copy`` of a fixed ``index`` along a fixed ``dim``: an LLM's last token); and an LLM's KV cache
     and attention (:func:`_update_cache`, :func:`_sdpa`), whose position is an int read at run time."""
     if form in _ATTENTION:
         return _ATTENTION[form](args, values, tags, volatile)
@@ -207,9 +208,16 @@ def _slice(args, values, tags, volatile, rank):
     return {"op": "slice", "dim": dim % rank, "start": start, "end": end}
 
 
+def _select(args, values, tags, volatile, rank):
+    dim, index = (const_int(a, values, tags, volatile) for a in args[1:3])
+    if dim is None or index is None or not -rank <= dim < rank:
+        return None
+    return {"op": "select", "dim": dim % rank, "index": index}
+
+
 # form -> (arguments up to and including ``out``, attributes maker)
 _READERS = {"mean": (5, _mean), "view": (3, _view), "reshape": (3, _reshape), "squeeze": (3, _squeeze),
-            "slice": (6, _slice)}
+            "slice": (6, _slice), "select": (4, _select)}
 
 
 def _cache(slot: int, values: list, tags: list) -> Tensor | None:

@@ -260,6 +260,8 @@ class XnnpackBackend(Backend):
         "llama::update_cache.out": "update_cache",
         "llama::custom_sdpa.out": "sdpa",
         **{name: "kernel" for name in sorted(KERNEL_OPS)},
+        # on static tensors the operator itself; along a dim the run decides (an LLM's last token), a Pick node
+        "aten::select_copy.int_out": ("kernel", "select"),
     })
 
     def init(self, blob: np.ndarray, compile_specs, ctx: DelegateContext):

@@ -30,7 +30,7 @@ from pterun.delegates.xnnpack.payload import (  # noqa: F401  (the graph's vocab
     QUANTIZED, QUINT8, STORAGE_DTYPES, VALUE_EXTERNAL_INPUT, VALUE_EXTERNAL_OUTPUT, Node, Quant, Value)
 from pterun.errors import DelegateError
 
-__all__ = ["Graph", "MEAN", "KERNEL", "KV_SHADOW", "KV_UPDATE", "SDPA", "EXTRA_NODE_TYPES",
+__all__ = ["Graph", "MEAN", "KERNEL", "KV_SHADOW", "KV_UPDATE", "PICK", "SDPA", "EXTRA_NODE_TYPES",
            "BF16", "BOOL", "CONSTANT_ONLY", "DATATYPE_NAMES", "FLAG_ALIGN_CORNERS", "FLAG_KEEP_DIMS",
            "FLAG_TENSORFLOW_LEGACY", "FLAG_TENSORFLOW_SAME_PADDING", "FLAG_TRANSPOSE_WEIGHTS", "FP16", "FP32", "INT32",
            "INT64", "INVALID_ID", "NODE_TYPES", "PER_CHANNEL", "PER_CHANNEL_GROUP", "PER_TENSOR", "PER_TOKEN", "QBINT4",
@@ -54,12 +54,16 @@ Fail = Callable[[str], Exception]
 #: ``scale``, ``causal``); ``input2_id`` and ``input3_id`` may instead be a cache's twin (``[Hkv, L, D]`` for keys,
 #: ``[Hkv, D, L]`` for values), which ``KvShadow`` keeps (``input1_id`` the twin, ``input2_id`` the rows,
 #: ``input3_id`` the int32 start, ``output_id``: the twin again, in place; ``values``).
+#: ``Pick`` is a ``select_copy``: the item ``element`` (negative: counted from the end) along ``dim`` (fields
+#: ``input_id``, ``output_id``, ``dim``, ``element``), a dim the run-time size may decide.
 MEAN = -1
 KERNEL = -2
 KV_UPDATE = -3
 SDPA = -4
 KV_SHADOW = -5
-EXTRA_NODE_TYPES = {MEAN: "Mean", KERNEL: "Kernel", KV_UPDATE: "KvUpdate", SDPA: "Sdpa", KV_SHADOW: "KvShadow"}
+PICK = -6
+EXTRA_NODE_TYPES = {MEAN: "Mean", KERNEL: "Kernel", KV_UPDATE: "KvUpdate", SDPA: "Sdpa", KV_SHADOW: "KvShadow",
+                    PICK: "Pick"}
 
 
 def _fail(what: str) -> DelegateError:

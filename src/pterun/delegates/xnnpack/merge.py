@@ -42,7 +42,7 @@ class CannotMerge(Exception):
 
 #: the forms of :class:`pterun.interp.merge.Absorbed` a merged graph holds as nodes (see ``_absorbed_node``;
 #: ``kernel``: a :data:`.graph.KERNEL` node)
-FORMS = ("mean", "view", "reshape", "squeeze", "slice", "kernel", "update_cache", "sdpa")
+FORMS = ("mean", "view", "reshape", "squeeze", "slice", "select", "kernel", "update_cache", "sdpa")
 
 
 def absorbs(op) -> bool:
@@ -249,8 +249,10 @@ class _Merger:
         (x,), (out,) = part.inputs, part.outputs
         tensors = self.tensors
         src = self.read(x, G.Value(0, G.FP32, tuple(tensors[x].shape), None, 0, None, None))
-        node, want, dyn = _absorbed_node(part, self.values[src], self.runtime_dims.get(src), tensors[x].dynamic,
-                                         tuple(tensors[out].shape))
+        dyn = self.runtime_dims.get(src)
+        if dyn is None and part.op == "select" and not tensors[out].dynamic:  # only the selected dim may change
+            dyn = tuple(a == part.attrs["dim"] for a in range(len(tensors[x].shape)))
+        node, want, dyn = _absorbed_node(part, self.values[src], dyn, tensors[x].dynamic, tuple(tensors[out].shape))
         if want != tuple(tensors[out].shape):
             raise CannotMerge(f"{part.op} of {list(self.values[src].dims)} gives {list(want)}, the program's tensor "
                               f"has {list(tensors[out].shape)}")
@@ -358,6 +360,8 @@ def _absorbed_node(part, src: G.Value, dyn, dynamic: bool, out_shape: tuple) -> 
         raise CannotMerge(f"{op} of {list(dims)}: which dims change at run time is not known")
     if op == "squeeze":
         return _squeeze_node(part.attrs["dims"], dims, dyn)
+    if op == "select":
+        return _pick_node(part.attrs, dims, dyn)
     return _slice_node(part.attrs, dims, dyn)
 
 
@@ -402,6 +406,18 @@ def _squeeze_node(squeezed: tuple, dims: tuple, dyn: tuple) -> tuple:
     if sum(left) > 1:
         raise CannotMerge(f"squeeze of {list(dims)}: more than one dim changes at run time")
     return _reshape([0 if f else d for d, f in zip(want, left)]), want, left
+
+
+def _pick_node(attrs: dict, dims: tuple, dyn: tuple) -> tuple:
+    """A select of one element along a fixed dim (a negative index counts from the end of its run-time size)."""
+    d, index = attrs["dim"], attrs["index"]
+    if d >= len(dims) or not dyn[d] and not -dims[d] <= index < dims[d]:
+        raise CannotMerge(f"select {index} along dim {d} of {list(dims)}")
+    left = tuple(f for a, f in enumerate(dyn) if a != d)
+    if any(left):
+        raise CannotMerge(f"select along dim {d} of {list(dims)}: another dim changes at run time")
+    want = tuple(x for a, x in enumerate(dims) if a != d)
+    return (G.PICK, "Pick", {"dim": d, "element": index}), want, left
 
 
 def _slice_node(attrs: dict, dims: tuple, dyn: tuple) -> tuple:

@@ -288,6 +288,24 @@ class NodeRules:
         self.op("MEAN", [x, self.i32(list(n.axes))], [self.output(n.output_id, residual)], "ReducerOptions",
                 keepDims=bool(n.keepdim))
 
+    def node_Pick(self, n: G.Node) -> None:
+        """pterun's select node: GATHER of the one index along ``dim`` (LiteRT's builtin kernel: a copy), from the
+        end through REVERSE_V2 where the index is negative (the dim's size is known only when the call runs),
+        then the dim dropped: the node's output dims are fixed (:func:`..merge._pick_node`)."""
+        first = len(self.operators)
+        x, d, index = self.tensor_of(n.input_id), int(n.dim), int(n.element)
+        shape = [int(s) for s in self.tensors[x].shape]
+        F = self.S.TensorType.FLOAT32
+        if index < 0:
+            rev = self.add_tensor(shape, F)
+            self.op("REVERSE_V2", [x, self.i32([d])], [rev])
+            x, index = rev, -index - 1
+        picked = self.add_tensor([1 if a == d else s for a, s in enumerate(shape)], F)
+        self.op("GATHER", [x, self.i32([index])], [picked], "GatherOptions", axis=d)
+        out = self.tensor_of(n.output_id)
+        self.op("RESHAPE", [picked, self.i32([int(s) for s in self.tensors[out].shape])], [out])
+        self.allow_builtin(first)
+
     def node_binary(self, n: G.Node) -> None:
         name, options = _BINARY[n.name]
         vals = [self.value(v) for v in (n.input1_id, n.input2_id, n.output_id)]

@@ -266,6 +266,20 @@ def build_mean(c: Compiler, node) -> None:
     emit_unary(c, node, mean, node.input_id, node.output_id)
 
 
+@builds("Pick")
+def build_pick(c: Compiler, node) -> None:
+    """One element along ``dim`` (pterun's own node: a merged graph's ``select_copy``), a negative index from the
+    end of the dim's size when the graph runs; out of range raises, as the kernel does."""
+    d, index = int(node.dim), int(node.element)
+
+    def pick(a):
+        if not -a.shape[d] <= index < a.shape[d]:
+            raise IndexError(f"select index {index} is out of range for dim {d} of {list(a.shape)}")
+        return np.take(a, index, axis=d)
+
+    emit_unary(c, node, pick, node.input_id, node.output_id)
+
+
 @builds("Kernel")
 def build_kernel(c: Compiler, node) -> None:
     """A portable operator a merged graph holds as itself (pterun's own node): the kernel the interpreter would
