@@ -190,7 +190,7 @@ def _check_rounding(graph: Graph, exact: bool) -> None:
     """A merged graph of a method that quantizes activations dynamically (``exact``), or that does so itself, holds
     only kernel nodes that give the portable kernels' numbers bit for bit (:func:`.kernel_ops.bit_for_bit`), each
     marked to take its bit-for-bit lowering (``fields["bitwise"]``); raises CannotMerge otherwise. (A ``mean``
-    node stays XNNPACK's MEAN: see :mod:`.litert_engine.exact`.)"""
+    node over a row is bit for bit on XNNPACK itself: see :mod:`.litert_engine.exact`.)"""
     from pterun.delegates.xnnpack import graph as G
     from pterun.delegates.xnnpack.kernel_ops import bit_for_bit
     from pterun.delegates.xnnpack.merge import CannotMerge

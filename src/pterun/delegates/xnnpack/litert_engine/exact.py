@@ -12,8 +12,9 @@ to right in float32, ``var = sq / n - mean * mean``, ``y = (x - mean) / sqrt(var
   estimate and misses the correctly rounded result by an ulp in about a third of the rows;
 * the elementwise steps are ADD, SUB, MUL and DIV, one rounding each on either kernel library.
 
-A ``mean`` node keeps XNNPACK's MEAN (vector lanes) even there: its running sum the same way (CUMSUM, then a
-DIV) split an 8da4w Llama's decode graphs at every RMSNorm and took its step from 2.9 to 4.2 ms on two threads.
+A ``mean`` node over a row (RMSNorm's) needs none of this: FULLY_CONNECTED with a row of ones sums left to right
+on XNNPACK itself (:meth:`.nodes.NodeRules.node_Mean`). Its running sum the same way as here (CUMSUM, then a DIV)
+split an 8da4w Llama's decode graphs at every RMSNorm and took its step from 2.9 to 4.2 ms on two threads.
 
 The builtin kernels split the graph into XNNPACK partitions, whose values in between live in LiteRT's arena. In a
 shared interpreter (:class:`.plan.Batch`) the check that XNNPACK took every other operator sees only that arena:
