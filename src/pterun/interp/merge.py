@@ -343,9 +343,8 @@ def _read_outside(uses: dict, outputs: set, acc: Accesses, ci: int, start: int, 
                   ahead=frozenset()) -> bool:
     """Whether anything but the merged call of the run ``start..stop-1`` of chain ``ci`` can read ``slot``: by name
     (an instruction outside the run, deferred past its call or moved ahead of it, in any chain, or the caller as a
-    method output), or
-    through another value over the same bytes before they are overwritten (deferred instructions, the rest of the
-    chain, the outputs, the next call up to the run)."""
+    method output), or through another value over the same bytes before they are overwritten (deferred
+    instructions, the rest of the chain, the outputs, the next call up to the run)."""
     if slot in outputs or any(c != ci or not start <= pc < stop or pc in deferred or pc in ahead
                               for c, pc in uses.get(slot, ())):
         return True
