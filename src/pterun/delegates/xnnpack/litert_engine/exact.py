@@ -5,24 +5,26 @@ upstream of the quantization can move one of its rounding ties. ExecuTorch's lay
 :data:`pterun.kernels.norm.SCALAR_LAYER_NORM` elements is a scalar loop: the sum and the sum of squares run left
 to right in float32, ``var = sq / n - mean * mean``, ``y = (x - mean) / sqrt(var + eps) * w + b``. Here:
 
-* each running sum is LiteRT's builtin ``CUMSUM`` along the row (a left-to-right running total), its last column
-  sliced off; MEAN and SUM add in another order;
+* each sum is FULLY_CONNECTED with a row of ones, on XNNPACK itself: its float32 matrix product adds the products
+  one after another into one accumulator, and a product by 1.0 is exact (MEAN and SUM add in another order;
+  LiteRT's builtin CUMSUM, used before, gave the same numbers with a partition boundary on each side);
 * the square root is LiteRT's builtin ``SQRT`` (``std::sqrt``, correctly rounded) on the statistics reshaped to
   rank 7, which XNNPACK (6 dims at most) leaves to it: XNNPACK's own square root on x86 refines a reciprocal
   estimate and misses the correctly rounded result by an ulp in about a third of the rows;
 * the elementwise steps are ADD, SUB, MUL and DIV, one rounding each on either kernel library.
 
-A ``mean`` node over a row (RMSNorm's) needs none of this: FULLY_CONNECTED with a row of ones sums left to right
-on XNNPACK itself (:meth:`.nodes.NodeRules.node_Mean`). Its running sum the same way as here (CUMSUM, then a DIV)
-split an 8da4w Llama's decode graphs at every RMSNorm and took its step from 2.9 to 4.2 ms on two threads.
+A ``mean`` node over a row (RMSNorm's) is the same row-of-ones sum and a DIV (:meth:`.nodes.NodeRules.node_Mean`);
+as a CUMSUM and a DIV it split an 8da4w Llama's decode graphs at every RMSNorm and took its step from 2.9 to 4.2 ms
+on two threads.
 
 The builtin kernels split the graph into XNNPACK partitions, whose values in between live in LiteRT's arena. In a
 shared interpreter (:class:`.plan.Batch`) the check that XNNPACK took every other operator sees only that arena:
 a value other than the layer norm's own that crosses it sends the graph to the NumPy engine (slower, the same
 numbers).
 
-The rows take two builtin kernels and a few µs more than the plain lowering (1.9 against 0.9 µs for 16 rows of 64,
-18 against 5 µs for 128 of 128, one thread), and a few µs less than a NumPy kernel between two LiteRT calls.
+The rows take one builtin kernel (the square root) and a few µs more than the plain lowering: a graph of one layer
+norm called alone took 4.4 against 3.3 µs for 16 rows of 64 and 24.4 against 11.8 µs for 128 of 128 on one thread
+(4.7 and 31.9 µs with CUMSUM sums), a few µs less than a NumPy kernel between two LiteRT calls.
 """
 
 from __future__ import annotations
@@ -43,10 +45,11 @@ def _options(tr) -> dict:
 
 
 def _row_sum(tr, x: int, m: int, n: int) -> int:
-    """[m, 1]: each row of ``x`` [m, n] added left to right."""
-    running, total = tr.temp((m, n)), tr.temp((m, 1))
-    tr.op("CUMSUM", [x, tr.i32(1)], [running], "CumsumOptions", exclusive=False, reverse=False)
-    tr.op("SLICE", [running, tr.i32([0, n - 1]), tr.i32([m, 1])], [total])
+    """[m, 1]: each row of ``x`` [m, n] added left to right: FULLY_CONNECTED with a row of ones, which XNNPACK
+    computes one product after another into one accumulator (each product by 1.0 exact)."""
+    total = tr.temp((m, 1))
+    tr.op("FULLY_CONNECTED", [x, tr.const(np.ones((1, n), np.float32), "FLOAT32"), -1], [total],
+          "FullyConnectedOptions", **_options(tr), keepNumDims=False)
     return total
 
 
