@@ -137,10 +137,11 @@ class LiteRTPlan:
                 arrays = self._fit(arrays)
             except Unsupported as e:
                 arrays = self._at_declared_dims(arrays, e)
-                if arrays is None and self._fallback is None:
-                    raise DelegateError(f"XNNPACK delegate (LiteRT engine): {e}") from None
                 if arrays is None:
-                    return self._switch_to_numpy(str(e)) or self._numpy.execute(args)
+                    if self._fallback is None:
+                        raise DelegateError(f"XNNPACK delegate (LiteRT engine): {e}") from None
+                    self._switch_to_numpy(str(e))
+                    return self._numpy.execute(args)
             try:
                 for t, a in arrays:
                     if a.flags.c_contiguous:
@@ -282,8 +283,7 @@ class LiteRTPlan:
             raise Unsupported(f"LiteRT cannot reshape the graph: {str(e).strip()[:200]}") from e
 
     def _at_declared_dims(self, arrays: list, why: Exception) -> list | None:
-        """``arrays`` fitted to an interpreter prepared again at the declared dims where one prepared smaller
-        (:func:`.prepare.load_shapes`) cannot take the call's shapes; None where that cannot either."""
+        """``arrays`` fitted to an interpreter prepared again at the declared dims (None: that cannot either)."""
         if self._load_dims is None:
             return None
         logger().debug("LiteRT engine: %s; prepared again at the declared dims", why)
