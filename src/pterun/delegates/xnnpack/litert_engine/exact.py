@@ -35,7 +35,7 @@ import numpy as np
 
 from pterun.delegates import KernelArg
 
-__all__ = ["emit_layer_norm_in_order"]
+__all__ = ["emit_layer_norm_in_order", "row_sum"]
 
 _BUILTIN_RANK = 7  # one more than XNNPACK's XNN_MAX_TENSOR_DIMS: a tensor of this rank stays on builtin kernels
 
@@ -44,12 +44,12 @@ def _options(tr) -> dict:
     return {"fusedActivationFunction": tr.S.ActivationFunctionType.NONE}
 
 
-def _row_sum(tr, x: int, m: int, n: int) -> int:
-    """[m, 1]: each row of ``x`` [m, n] added left to right: FULLY_CONNECTED with a row of ones, which XNNPACK
-    computes one product after another into one accumulator (each product by 1.0 exact)."""
-    total = tr.temp((m, 1))
+def row_sum(tr, x: int, total: int, n: int, rank: int = 2) -> int:
+    """``total``: each row of ``x`` (its last dim, ``n`` long; ``rank`` dims) added left to right, the other dims
+    kept: FULLY_CONNECTED with a row of ones, which XNNPACK computes one product after another into one
+    accumulator (each product by 1.0 exact)."""
     tr.op("FULLY_CONNECTED", [x, tr.const(np.ones((1, n), np.float32), "FLOAT32"), -1], [total],
-          "FullyConnectedOptions", **_options(tr), keepNumDims=False)
+          "FullyConnectedOptions", **_options(tr), keepNumDims=rank != 2)
     return total
 
 
@@ -74,8 +74,8 @@ def emit_layer_norm_in_order(tr, args, ins, out) -> None:
     tr.op("MUL", [rows, rows], [square], "MulOptions", **_options(tr))
     count = tr.scalar(np.float32(n))
     mean, mean_sq, sq_mean, var, shifted = (tr.temp((m, 1)) for _ in range(5))
-    tr.op("DIV", [_row_sum(tr, rows, m, n), count], [mean], "DivOptions", **_options(tr))
-    tr.op("DIV", [_row_sum(tr, square, m, n), count], [sq_mean], "DivOptions", **_options(tr))
+    tr.op("DIV", [row_sum(tr, rows, tr.temp((m, 1)), n), count], [mean], "DivOptions", **_options(tr))
+    tr.op("DIV", [row_sum(tr, square, tr.temp((m, 1)), n), count], [sq_mean], "DivOptions", **_options(tr))
     tr.op("MUL", [mean, mean], [mean_sq], "MulOptions", **_options(tr))
     tr.op("SUB", [sq_mean, mean_sq], [var], "SubOptions", **_options(tr))
     tr.op("ADD", [var, tr.scalar(np.float32(args[4]))], [shifted], "AddOptions", **_options(tr))

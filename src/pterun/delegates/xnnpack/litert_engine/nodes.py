@@ -16,6 +16,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
+from pterun.delegates.xnnpack.litert_engine.exact import row_sum
 
 __all__ = ["NodeRules"]
 
@@ -277,10 +278,7 @@ class NodeRules:
         rank = len(shape)
         if rank >= 2 and tuple(n.axes) == (rank - 1,) and n.keepdim and self.value(n.input_id).datatype == G.FP32:
             count = int(shape[-1])
-            total = self.temp_like(n.output_id)
-            self.op("FULLY_CONNECTED", [x, self.const(np.ones((1, count), F32), "FLOAT32"), -1], [total],
-                    "FullyConnectedOptions", fusedActivationFunction=self.S.ActivationFunctionType.NONE,
-                    keepNumDims=rank != 2)
+            total = row_sum(self, x, self.temp_like(n.output_id), count, rank)
             self.op("DIV", [total, self.const(np.array([count], F32), "FLOAT32")],
                     [self.output(n.output_id, residual)], "DivOptions",
                     fusedActivationFunction=self.S.ActivationFunctionType.NONE)
