@@ -23,9 +23,9 @@ of its 35 interpreted steps).
 
 from __future__ import annotations
 
-from pterun.format.schema import (DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
-                                  OPT_TENSOR_LIST, TENSOR_LIST)
+from pterun.format.schema import DELEGATE_CALL, FREE_CALL, INT, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL
 from pterun.interp.access import VIEW
+from pterun.interp.moves import expanded
 
 __all__ = ["same_reads", "unread_views"]
 
@@ -128,11 +128,12 @@ def _written(acc, slot: int, chain: int, lo: int, hi: int) -> bool:
     return any(roots.get(k, k) == root for pc in range(lo, hi) for k in acc.named_writes[chain][pc])
 
 
-def unread_views(plan, chain: int, merged: dict, absorbed: frozenset) -> frozenset:
+def unread_views(plan, values: list, chain: int, merged: dict, absorbed: frozenset) -> frozenset:
     """The instructions of ``chain`` that are ``et_view`` calls whose result nothing that runs after them reads: not
     a method input or output, not an argument (or a member of a list argument) of a later instruction that runs,
     not an argument of a merged call (``merged``: (chain, first instruction) -> its record, with ``args`` and the
-    ``run``'s ``deferred`` instructions; ``absorbed``: every (chain, instruction) merged calls stand for). Views
+    ``run``'s ``deferred`` instructions; ``absorbed``: every (chain, instruction) merged calls stand for; a list
+    slot of ``values``, the method's live values, names its members). Views
     only views left unread read are unread too. Only a method of one chain without jumps is looked at: elsewhere
     "after" is not program order."""
     code = plan.chains[chain]
@@ -144,16 +145,16 @@ def unread_views(plan, chain: int, merged: dict, absorbed: frozenset) -> frozens
         ins = code[pc]
         m = merged.get((chain, pc))
         if m is not None:
-            _note_reads(plan, m.args, read)
+            read.update(expanded(m.args, values))
             for d in m.run.deferred:
-                _note_reads(plan, _named(code[d]), read)
+                read.update(expanded(_named(code[d]), values))
             continue
         if (chain, pc) in absorbed:
             continue
         if _is_view(plan, ins) and len(ins.args) == 3 and ins.args[2] not in read and ins.args[2] != ins.args[0]:
             unread.add(pc)
             continue
-        _note_reads(plan, _named(ins), read)
+        read.update(expanded(_named(ins), values))
     return frozenset(unread)
 
 
@@ -167,10 +168,3 @@ def _named(ins) -> tuple:
         return ()
     return tuple(ins.args)
 
-
-def _note_reads(plan, slots, read: set) -> None:
-    """Add ``slots`` to ``read``, with the members of the lists among them."""
-    for slot in slots:
-        read.add(slot)
-        if 0 <= slot < len(plan.values) and plan.values[slot][0] in (TENSOR_LIST, OPT_TENSOR_LIST, INT_LIST):
-            read.update(m for m in plan.values[slot][1] if isinstance(m, int) and m >= 0)

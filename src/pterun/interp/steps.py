@@ -138,7 +138,7 @@ class StepBuilder:
         # read's result copied to their scalar slots
         repeats = self.repeats if ci == 0 else (frozenset(), {})
         # views whose results merged calls now read from an earlier view (pterun.interp.same): left out
-        self.unread = unread_views(self.plan, ci, self.merged, self.absorbed) if self.merged else frozenset()
+        self.unread = unread_views(self.plan, self.values, ci, self.merged, self.absorbed) if self.merged else frozenset()
         done = self.folder.done if self.folder is not None else frozenset()
         for pc, ins in enumerate(chain):
             if (ci, pc) in done and ins.kind == KERNEL_CALL:  # folded ahead of the merge (Folder.ahead)
