@@ -35,7 +35,8 @@ from pterun.config import cache_max_bytes
 from pterun.delegates.xnnpack.litert_engine.cache import Cache, model_key
 from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
-__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "litert_api", "open_compiled", "open_prepared", "used"]
+__all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "invoker", "litert_api", "open_compiled", "open_prepared",
+           "used"]
 
 _lock = threading.Lock()
 _api = None  # (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, environment, version)
@@ -94,6 +95,22 @@ CACHE_MIN_BYTES = 24 << 20
 
 def _packed_bytes(packed) -> int:
     return sum(int(size) for _, size in packed)
+
+
+def invoker(cm, k: int, ins: list, outs: list):
+    """``run()``: invoke signature ``k`` of the CompiledModel ``cm`` on the buffers ``ins`` and ``outs``, which the
+    caller keeps alive. LiteRT's ``run_by_index`` takes every buffer's capsule again at each call (two list
+    comprehensions over a decode step's ~100 buffers); here they are taken once, and the call goes to the
+    binding's ``RunByIndex`` (LiteRT 2.3's ``CompiledModel._model``) with the same arguments. Where a LiteRT
+    lays itself out otherwise, the public method runs."""
+    native = getattr(getattr(cm, "_model", None), "RunByIndex", None)
+    try:
+        caps_in, caps_out = [b.capsule for b in ins], [b.capsule for b in outs]
+    except AttributeError:
+        native = None
+    if native is None:
+        return lambda: cm.run_by_index(k, ins, outs)
+    return lambda: native(k, caps_in, caps_out)
 
 
 def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = False):

@@ -34,7 +34,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_engine.compiled import litert_api, open_compiled
+from pterun.delegates.xnnpack.litert_engine.compiled import invoker, litert_api, open_compiled
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
@@ -175,6 +175,16 @@ class KvPlan:
         self._own.update({e: _aligned((lay.s * rep,), np.float32) for e, (rep, _) in lay.queries.items()})
         self._own.update({e: _aligned((math.prod(d if d else lay.s for d in dims),), self._dtypes[e])
                           for e, dims in lay.others.items()})
+        # what a call fills, as flat tuples (a call touches as little as it can: it runs right after an invoke that
+        # has streamed the weights through the caches): (memory, slot, elements per position) for the element
+        # offsets, (memory, slot, where) for the twins' starts, (memory, slot, query heads per kv head, causal)
+        # for the query positions, and the other inputs' dtypes and memory, in ``others``' order
+        self._offsets = tuple((self._own[e], e, row) for e, row in lay.offsets.items())
+        self._starts = tuple((self._own[e], e, at) for e, at in lay.starts.items())
+        self._queries = tuple((self._own[e], e, rep, causal) for e, (rep, causal) in lay.queries.items())
+        self._other_dtypes = tuple((e, self._dtypes[e]) for e in lay.others)
+        self._other_mem = tuple(self._own[e] for e in lay.others)
+        self._run = None  # the bound invoke (:func:`.compiled.invoker`), made by _prepare
         # prepared at one token and the first GROW positions: LiteRT sizes its memory for what it is prepared at
         s0 = 1 if lay.seq_at is not None else lay.s
         L0 = min(lay.p, GROW)
@@ -255,33 +265,37 @@ class KvPlan:
         with self._lock:
             if self._cm is None:
                 self._open()
-            others = [(e, input_array(args, e, self._dtypes[e])) for e in lay.others]
-            s = lay.s if lay.seq_at is None else others[lay.seq_at[0]][1].shape[lay.seq_at[1]]
-            pos = {e: args[e] for e in lay.positions}
-            for e, p in pos.items():
+            others = [input_array(args, e, dtype) for e, dtype in self._other_dtypes]
+            s = lay.s if lay.seq_at is None else others[lay.seq_at[0]].shape[lay.seq_at[1]]
+            need = 0
+            for e in lay.positions:
+                p = args[e]
                 if not isinstance(p, (int, np.integer)):
                     raise DelegateError(f"KV cache position must be an int, got {type(p).__name__}")
                 if not 0 <= p or p + s > lay.p:
                     raise DelegateError(f"start_pos {int(p)} + seq_len {s} does not fit the cache's {lay.p} "
                                         "positions")
-            need = max(pos.values(), default=0) + s
+                need = max(need, p)
+            need += s
             L = min(lay.p, -(-need // GROW) * GROW)
-            shapes = tuple(a.shape for _, a in others)
-            if self._state != (L, s, shapes):
+            shapes = tuple(a.shape for a in others)
+            state = self._state
+            if state is None or state[0] != L or state[1] != s or state[2] != shapes:
                 self._prepare(L, s, others, args)
-            own = self._own
-            for e, row in lay.offsets.items():
-                own[e][0] = pos[e] * row
-            for e, at in lay.starts.items():
-                own[e][at] = pos[e]
-            for e, (rep, causal) in lay.queries.items():
-                q = own[e][:s * rep].reshape(s, rep)
-                q[...] = (np.arange(pos[e], pos[e] + s, dtype=np.float32)[:, None] if causal else
-                          np.float32(pos[e] + s - 1))
-            for e, a in others:
-                np.copyto(own[e][:a.size].reshape(a.shape), a)
+            for mem, e, row in self._offsets:
+                mem[0] = args[e] * row
+            for mem, e, at in self._starts:
+                mem[at] = args[e]
+            for mem, e, rep, causal in self._queries:
+                p = args[e]
+                if s == 1 or not causal:
+                    mem[:s * rep] = p + s - 1
+                else:
+                    mem[:s * rep].reshape(s, rep)[...] = np.arange(p, p + s, dtype=np.float32)[:, None]
+            for mem, a in zip(self._other_mem, others):
+                np.copyto(mem[:a.size].reshape(a.shape), a)
             try:
-                self._cm.run_by_index(0, self._ins, self._outs)
+                self._run()
             except (ValueError, RuntimeError) as e:
                 self._state = None  # the twins are made again from the caches
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
@@ -297,7 +311,7 @@ class KvPlan:
         """Resize LiteRT's inputs for ``L`` positions, ``s`` queries and the other inputs' shapes, and bind the
         memory of a call at them: every input and output is memory of pterun's (the caches the method's own)."""
         lay, cm, TB = self._lay, self._cm, self._TB
-        lengths = self._lengths(L, s, {e: a.shape for e, a in others})
+        lengths = self._lengths(L, s, {e: a.shape for e, a in zip(lay.others, others)})
         shapes = {e: (n,) for e, n in lengths.items()}
         shapes.update({e: _twin_shape(h, d, v, L) for e, (h, d, v) in lay.twins.items() if e < lay.n_in})
         try:
@@ -323,7 +337,7 @@ class KvPlan:
                         buf.write(_twin(args[e].array[0, :L], values, scratch))
                 # an output that is neither a cache nor a twin is a value of the method, whose shape follows the
                 # queries and the other inputs, never L: where only L changed, the last arrays still fit
-                same = self._state is not None and self._state[1:] == (s, tuple(a.shape for _, a in others))
+                same = self._state is not None and self._state[1:] == (s, tuple(a.shape for a in others))
                 made = dict(self._out_arrays) if same else None
                 details = None if same else cm.get_output_tensor_details(self._key)
                 outs, arrays = [], []
@@ -343,7 +357,8 @@ class KvPlan:
             raise DelegateError(f"XNNPACK delegate (LiteRT engine) cannot take {s} tokens over {L} cached "
                                 f"positions: {str(e).strip()[:200]}") from e
         self._ins, self._outs, self._out_arrays = ins, outs, arrays
-        self._state = (L, s, tuple(a.shape for _, a in others))
+        self._run = invoker(cm, 0, ins, outs)
+        self._state = (L, s, tuple(a.shape for a in others))
 
 
 def _twin(first: np.ndarray, values: bool, scratch: np.ndarray | None = None) -> np.ndarray:
