@@ -2,14 +2,15 @@
 """Text generation, pterun against ExecuTorch's ``TextLLMRunner`` in ONE process, alternating round by round: a
 decode ratio the shared host's drift cannot bias.
 
-    .ref/bin/pip install 'ai-edge-litert>=2.3,<2.4'            # once: pterun's LiteRT engine in the reference venv
-    PYTHONPATH=src .ref/bin/python bench/llm_paired.py --models llama130m_8da4w --threads 1 --rounds 12
+    # once: pterun's dependencies (its LiteRT engine, its tokenizer library) in the reference venv
+    .ref/bin/pip install 'ai-edge-litert>=2.3,<2.4' 'ml_dtypes>=0.4,<0.7' 'threadpoolctl>=3' tokenizers
+    PYTHONPATH=src .ref/bin/python bench/llm_paired.py --models llama130m_8da4w --threads 1 --rounds 16
 
 Why: ``llm_bench.py`` runs each runtime in fresh processes, which is what a user sees (load, peak memory), but on a
-2-core shared host a process's speed moves by 15-20 % from one minute to the next, so a one-thread ratio read
-from a few rounds is worth about that much. Here both runners are loaded once, side by side, and each round
-generates with both (the order reversed every other round): both see the same minutes of the host, and each
-round gives its own ratio. The report is the median of those ratios and their spread.
+2-core shared host a process's speed can move by 20-40 % from one minute to the next (session 31's AMD EPYC),
+so a one-thread ratio read from a few rounds is worth about that much. Here both runners are loaded once, side
+by side, and each round generates with both (the order reversed every other round): both see the same minutes
+of the host, and each round gives its own ratio. The report is the median of those ratios and their spread.
 
 What it does per model: load both runners (pterun's on a ``Runtime(num_threads=N)``; ExecuTorch's threadpool
 resized to N before anything runs), one short warm-up generation each, then ``--rounds`` rounds of
@@ -56,7 +57,11 @@ def _runners(pte: Path, tok: Path, threads: int):
         sys.stdout.flush()
         _out = os.fdopen(os.dup(1), "w")
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-    from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+    try:
+        from executorch.extension.pybindings.portable_lib import _unsafe_reset_threadpool
+    except ImportError as e:
+        raise SystemExit(f"ExecuTorch is not importable here ({e}): run this with the reference venv's python, "
+                         "PYTHONPATH=src") from e
     if _pool is None:  # once, before anything runs (a second resize has hung)
         _unsafe_reset_threadpool(threads)
         _pool = threads
@@ -124,6 +129,11 @@ def main(argv=None) -> int:
     unknown = [m for m in args.models if m not in table]
     if unknown:
         ap.error(f"unknown model(s) {unknown}; known: {sorted(table)}")
+    missing = [str(table[m][0]) for m in args.models if not table[m][0].exists()]
+    if missing:
+        ap.error(f"missing {missing}: export them with .ref/bin/python tools/export_llm_bench.py (see llm_bench.py)")
+    if args.threads < 1 or args.rounds < 1:
+        ap.error("--threads and --rounds must be at least 1")
     results = []
     print("| model | threads | rounds | tokens | pterun decode tok/s | ExecuTorch decode tok/s | pterun / ExecuTorch "
           "(median of rounds) | range | prefill ratio |")
