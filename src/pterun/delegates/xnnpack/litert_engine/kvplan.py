@@ -278,9 +278,7 @@ class KvPlan:
                 need = max(need, p)
             need += s
             L = min(lay.p, -(-need // GROW) * GROW)
-            shapes = tuple(a.shape for a in others)
-            state = self._state
-            if state is None or state[0] != L or state[1] != s or state[2] != shapes:
+            if self._state != (L, s, tuple(a.shape for a in others)):
                 self._prepare(L, s, others, args)
             for mem, e, row in self._offsets:
                 mem[0] = args[e] * row
