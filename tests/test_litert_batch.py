@@ -117,6 +117,59 @@ def test_a_graph_built_alone_that_litert_refuses_runs_on_numpy():
     assert np.array_equal(out.array, x[:, 1:4] * 2)
 
 
+def _counting(monkeypatch, module, name):
+    """Count the calls of ``module.name`` (patched where it is looked up)."""
+    calls, real = [], getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("load_dims", [None, lambda ext, dims: (1, 6)], ids=["declared", "prepared-small"])
+def test_a_graph_built_alone_is_translated_once(monkeypatch, load_dims):
+    """The batch's own translation of a lone graph is the one its interpreter gets: a method's single graph was
+    translated a second time when it was built alone. Prepared at smaller load dims, it still takes the declared
+    ones at run time."""
+    from pterun.delegates.xnnpack.litert_engine import plan as L, prepare as P
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    again = _counting(monkeypatch, P, "translate_laid")
+    batch = L.Batch()
+    g = _add_graph()
+    plan = L.pending(g, 1, lambda: compile_graph(g), load_dims, batch)
+    batch.finish()
+    assert (plan.engine, again) == ("litert", [])
+    a, b = np.arange(12, dtype=np.float32).reshape(2, 6), np.full((2, 6), 0.5, np.float32)
+    out = out_tensor((2, 6), np.float32)
+    plan.execute([tensor(a), tensor(b), out])
+    assert np.array_equal(out.array, a + b + b)
+
+
+def test_graphs_a_joined_model_failed_for_are_translated_again(monkeypatch):
+    """Joining renumbers each graph's tables; when LiteRT then refuses the joined model, each graph built alone
+    is translated afresh rather than laid out from those tables, and runs as its own translation would."""
+    from pterun.delegates.xnnpack.litert_engine import plan as L, prepare as P
+    from pterun.delegates.xnnpack.numpy_engine import compile_graph
+
+    def combine_then_refuse(parts):
+        L_combine(parts)
+        raise ValueError("refused")
+
+    L_combine = L.combine
+    monkeypatch.setattr(L, "combine", combine_then_refuse)
+    again = _counting(monkeypatch, P, "translate_laid")
+    batch = L.Batch()
+    graphs = [_add_graph(), _add_graph()]
+    plans = [L.pending(g, 2, lambda g=g: compile_graph(g), None, batch) for g in graphs]
+    batch.finish()
+    assert [p.engine for p in plans] == ["litert", "litert"] and len(again) == 2
+    assert plans[0]._interp is not plans[1]._interp
+    a, b = np.arange(12, dtype=np.float32).reshape(2, 6), np.full((2, 6), 0.5, np.float32)
+    for p in plans:
+        out = out_tensor((2, 6), np.float32)
+        p.execute([tensor(a), tensor(b), out])
+        assert np.array_equal(out.array, a + b + b)
+
+
 def _decode(method, steps=3):
     outs = [method.execute([np.arange(1, 6, dtype=np.int64)[None], np.array([0], dtype=np.int64)])[0]]
     for p in range(5, 5 + steps):  # a 5-token prefill, then one token at a time: inputs resized on the way

@@ -108,12 +108,12 @@ class LiteRTPlan:
         if self._invoke is not None:
             self._interp = self._model = self._views = self._set = self._invoke = None
 
-    def _rebuild(self) -> None:
-        """An interpreter of this graph's own: in a forked child, or where a Batch could not build one for it."""
+    def _rebuild(self, pending=None) -> None:
+        """An interpreter of this graph's own (a forked child's, or where no Batch built one); ``pending``: below."""
         self._pending = None
         self._lock = threading.Lock()
         interp, tr, shapes = interpreter_for(self._graph, self.num_threads, self._load_dims, self._cache_dir,
-                                             _INTERPRETERS.add)
+                                             _INTERPRETERS.add, pending)
         self._use(interp, tr.model, shapes)
 
     @property
@@ -375,9 +375,9 @@ class Batch:
                     _build_group(members)
 
 
-def _build_alone(plan: LiteRTPlan) -> None:
+def _build_alone(plan: LiteRTPlan, translated: bool = True) -> None:  # translated: not yet taken by combine
     try:
-        plan._rebuild()
+        plan._rebuild(plan._pending if translated else None)
     except Unsupported as e:
         plan._switch_to_numpy(str(e))
 
@@ -411,7 +411,7 @@ def _build_group(plans: list) -> None:
         logger().debug("LiteRT engine: %d graphs not joined (%s: %s); built one by one", len(plans),
                        type(e).__name__, str(e)[:200])
         for p in plans:
-            _build_alone(p)
+            _build_alone(p, translated=False)
         return
     _share(plans, interp, model)
     for k, (p, part) in enumerate(zip(plans, parts)):

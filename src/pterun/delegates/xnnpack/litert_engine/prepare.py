@@ -40,20 +40,29 @@ def not_delegated(ops: list[dict], tr: Translation) -> list[str]:
 
 
 
-def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir: str = "", keep=lambda obj: None) \
-        -> tuple:
+def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir: str = "", keep=lambda obj: None,
+                    pending=None) -> tuple:
     """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed
     weights' sources given back. Smaller load dims that LiteRT refuses are dropped for the declared ones. With a
     cache directory, a :class:`.compiled.Compiled` over cached packed weights where XNNPACK takes the graph whole
     (:func:`.compiled.open_compiled`). ``keep(obj)`` is given each interpreter or CompiledModel as soon as it
-    exists (the fork registry of :mod:`.plan`)."""
+    exists (the fork registry of :mod:`.plan`). ``pending``: the (part, resize, shapes) :func:`.plan.pending`
+    made for the same graph and load dims, laid out instead of translating the graph again (a method's one
+    graph was translated twice: 3.6 of MobileNetV2's ~45 ms load)."""
     Interpreter = modules()
     declared, small, shrunk = load_shapes(graph, load_dims)
-    for attempt in (True, False) if shrunk else (False,):
-        tr, laid = translate_laid(declared_at(graph, shrunk, small) if attempt else graph)
-        if attempt and tr.fixed_shape:
-            continue
-        resize, shapes = prepared_shapes(graph, tr.inputs, declared, small if attempt else {})
+    attempts = (True, False) if shrunk else (False,)
+    if pending is not None:  # its shapes are the small ones unless the translation holds only at the declared
+        attempts = attempts[attempts.index(bool(shrunk) and not pending[0].fixed_shape):]
+    for attempt in attempts:
+        if pending is not None:
+            (tr, laid), resize, shapes = pending[0].laid(), pending[1], pending[2]
+            pending = None
+        else:
+            tr, laid = translate_laid(declared_at(graph, shrunk, small) if attempt else graph)
+            if attempt and tr.fixed_shape:
+                continue
+            resize, shapes = prepared_shapes(graph, tr.inputs, declared, small if attempt else {})
         compiled = open_prepared(laid, num_threads, cache_dir, [resize])
         if compiled is not None:
             keep(compiled.cm)

@@ -242,7 +242,10 @@ class _Translator(NodeRules, KernelRules, AttentionRules, ModelWriter):
 
     def run(self) -> tuple[Translation, Unwritten]:
         """The translation, its model laid out but not written (``model`` None: :meth:`.writer.Unwritten.fill`)."""
-        ins, outs = self.build()
+        return self.laid(*self.build())
+
+    def laid(self, ins: list, outs: list) -> tuple[Translation, Unwritten]:
+        """:meth:`run` after :meth:`build` gave ``ins`` and ``outs``."""
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
         laid = self.layout(ins, outs)
         return Translation(None, ins, outs, self.fixed_shape, consts, laid.packed, laid.sources,
@@ -309,6 +312,11 @@ class Part(NamedTuple):
     @property
     def nbytes(self) -> int:
         return sum(int(data.size) for _, data, _ in self.writer.blobs)
+
+    def laid(self) -> tuple[Translation, Unwritten]:
+        """What :func:`translate_laid` gives for the graph, without translating it again. Only for a part that
+        :func:`combine` has not taken (combining renumbers the writer's tables)."""
+        return self.writer.laid(self.inputs, self.outputs)
 
     @property
     def sources(self) -> tuple:
