@@ -123,6 +123,34 @@ def test_builtin_kernels_are_never_used():
 
 
 @needs_litert
+def test_the_operator_listing_is_litert_s_own_without_operand_types():
+    """What decides that XNNPACK took a graph whole (``ops_details``) lists LiteRT's operators as LiteRT's own
+    ``_get_ops_details`` does, for a graph it took and one it left partly to builtin kernels; a wrapper without
+    the node methods gets LiteRT's listing itself."""
+    from types import SimpleNamespace
+
+    from pterun.delegates.xnnpack import graph as G
+    from pterun.delegates.xnnpack.litert_engine.env import modules
+    from pterun.delegates.xnnpack.litert_engine.adapter import ops_details
+    from pterun.delegates.xnnpack.litert_engine.translate import translate
+
+    q = (P.PER_TENSOR, T({4: ("f", 0.05), 6: ("i", 3)}))
+    g = Graph()
+    i, o = g.input([1, 8], P.QINT8, q), g.output([1, 8], P.QINT8, q)
+    g.node("Clamp", lo=0.0, hi=6.0, input_id=i, output_id=o)
+    for graph in (G.Graph.read(*_elu_graph(1.0).blob()), G.Graph.read(*g.blob())):
+        interp = modules()(model_content=translate(graph).model)
+        interp.allocate_tensors()
+        want = [(d["op_name"], list(d["inputs"]), list(d["outputs"])) for d in interp._get_ops_details()]
+        got = ops_details(interp)
+        assert [(d["op_name"], list(d["inputs"]), list(d["outputs"])) for d in got] == want
+        assert all(set(d) == {"op_name", "inputs", "outputs"} for d in got)
+    assert {d["op_name"] for d in got} == {"RELU6"}  # the int8 clamp: not delegated
+    old = SimpleNamespace(_interpreter=object(), _get_ops_details=lambda: ["LiteRT's listing"])
+    assert ops_details(old) == ["LiteRT's listing"]
+
+
+@needs_litert
 def test_invalid_graphs_still_get_the_numpy_engines_errors():
     g = Graph()
     i, o = g.input([2, 3]), g.output([2, 3])
