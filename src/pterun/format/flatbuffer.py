@@ -120,9 +120,10 @@ class Table:
         return self.field(slot) != 0
 
     def _scalar(self, st: struct.Struct, slot: int, default):
-        p = self.field(slot)
-        if not p:
+        i, offs = (slot - 4) >> 1, self.offs  # :meth:`field`, inline: the reads a load makes most
+        if not 0 <= i < len(offs) or not offs[i]:
             return default
+        p = self.pos + offs[i]
         if p + st.size > self.buf.size:
             raise self.buf.fail(f"{self.kind} field {slot} at offset {p} lies outside the {self.buf.size}-byte buffer")
         return st.unpack_from(self.buf.data, p)[0]
@@ -158,9 +159,10 @@ class Table:
         return bool(self._scalar(_U8, slot, default))
 
     def _indirect(self, slot: int) -> int:
-        p = self.field(slot)
-        if not p:
+        i, offs = (slot - 4) >> 1, self.offs
+        if not 0 <= i < len(offs) or not offs[i]:
             return 0
+        p = self.pos + offs[i]
         if p + 4 > self.buf.size:
             raise self.buf.fail(f"{self.kind} offset field {slot} at offset {p} lies outside the "
                                 f"{self.buf.size}-byte buffer")
