@@ -109,7 +109,7 @@ class LiteRTPlan:
             self._interp = self._model = self._views = self._set = self._invoke = None
 
     def _rebuild(self, pending=None) -> None:
-        """An interpreter of this graph's own (a forked child's, or where no Batch built one); ``pending``: below."""
+        """An interpreter of its own (in a forked child, or where no Batch built one); ``pending``: its translation."""
         self._pending = None
         self._lock = threading.Lock()
         interp, tr, shapes = interpreter_for(self._graph, self.num_threads, self._load_dims, self._cache_dir,
@@ -375,9 +375,9 @@ class Batch:
                     _build_group(members)
 
 
-def _build_alone(plan: LiteRTPlan, translated: bool = True) -> None:  # translated: not yet taken by combine
+def _build_alone(plan: LiteRTPlan) -> None:
     try:
-        plan._rebuild(plan._pending if translated else None)
+        plan._rebuild(plan._pending)
     except Unsupported as e:
         plan._switch_to_numpy(str(e))
 
@@ -387,14 +387,13 @@ def _build_group(plans: list) -> None:
     parts = [p._pending[0] for p in plans]
     try:
         laid = combine(parts)
-        packed = laid.packed
         compiled = open_prepared(laid, plans[0].num_threads, plans[0]._cache_dir, [p._pending[1] for p in plans])
         if compiled is not None:
             _INTERPRETERS.add(compiled.cm)
             _share(plans, compiled, compiled.model)
             release_sources(laid.sources)
             if compiled.model is not None:
-                release_packed(compiled.model, packed)
+                release_packed(compiled.model, laid.packed)
             return
         model = laid.fill()
         from_file = release_sources(laid.sources)  # copied into the model's bytes: the file's pages can go now
@@ -410,8 +409,9 @@ def _build_group(plans: list) -> None:
     except Exception as e:  # LiteRT refused the joined model: each graph on its own, as without a Batch
         logger().debug("LiteRT engine: %d graphs not joined (%s: %s); built one by one", len(plans),
                        type(e).__name__, str(e)[:200])
-        for p in plans:
-            _build_alone(p, translated=False)
+        for p in plans:  # combining renumbered their translations' tables: each is translated afresh
+            p._pending = None
+            _build_alone(p)
         return
     _share(plans, interp, model)
     for k, (p, part) in enumerate(zip(plans, parts)):
@@ -419,7 +419,7 @@ def _build_group(plans: list) -> None:
         if left:
             p._switch_to_numpy(f"LiteRT's XNNPACK delegate did not take {', '.join(left)}; LiteRT's builtin kernels "
                                "round differently from XNNPACK")
-    given = release_packed(model, packed)
+    given = release_packed(model, laid.packed)
     logger().debug("LiteRT engine: %d graphs in one interpreter; %d bytes of the program's mapping and %d bytes of "
                    "the model given back", len(plans), from_file, given)
 
