@@ -299,7 +299,8 @@ def test_growing_the_positions_keeps_the_output_arrays_and_new_queries_get_new_o
         h * d for h, d, _ in ex._lay.twins.values())
 
 
-def test_the_invoke_takes_the_buffers_capsules_once_and_falls_back_to_the_public_method():
+def test_the_invoke_takes_the_buffers_capsules_once():
+    from pterun.delegates.xnnpack.litert_engine.bindings import Model
     from pterun.delegates.xnnpack.litert_engine.compiled import invoker
 
     method, fresh = _load(), _load(merge=False)
@@ -307,8 +308,7 @@ def test_the_invoke_takes_the_buffers_capsules_once_and_falls_back_to_the_public
     for p, tokens in ((0, [1, 2, 3]), (3, [4]), (4, [5])):
         got, want = _prompt(method, tokens, p), _prompt(fresh, tokens, p)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max())
-    # LiteRT 2.3 keeps its binding as CompiledModel._model: the plan's invoke goes there with capsules taken once
-    assert callable(getattr(ex._cm._model, "RunByIndex", None))
+    assert type(ex._cm) is Model  # LiteRT's binding, under the engine's own wrapper
 
     class Buf:
         def __init__(self, name):
@@ -318,21 +318,10 @@ def test_the_invoke_takes_the_buffers_capsules_once_and_falls_back_to_the_public
 
     class Binding:
         def RunByIndex(self, k, ins, outs):  # noqa: N802  (LiteRT's name)
-            calls.append(("native", k, ins, outs))
-
-    class Model:
-        def __init__(self, binding):
-            if binding:
-                self._model = Binding()
-
-        def run_by_index(self, k, ins, outs):
-            calls.append(("public", k, [b.capsule for b in ins], [b.capsule for b in outs]))
+            calls.append((k, ins, outs))
 
     ins, outs = [Buf("a"), Buf("b")], [Buf("c")]
-    run = invoker(Model(True), 2, ins, outs)
+    run = invoker(Model(Binding(), None), 2, ins, outs)
     ins[0].capsule = "changed"  # taken when the invoke was made, not at each call
     run(), run()
-    assert calls == [("native", 2, ["a", "b"], ["c"])] * 2
-    calls.clear()
-    invoker(Model(False), 1, ins, outs)()  # a LiteRT without that attribute: its public method
-    assert calls == [("public", 1, ["changed", "b"], ["c"])]
+    assert calls == [(2, ["a", "b"], ["c"])] * 2

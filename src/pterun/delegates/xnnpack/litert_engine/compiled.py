@@ -8,13 +8,14 @@ model XNNPACK runs whole (``is_fully_accelerated``, the one check the API offers
 decides, as without a cache, and lists what was left to builtin kernels.
 
 :class:`CompiledSubgraph` gives one signature of it the interface of :class:`.adapter.Subgraph`, which
-:class:`.plan.LiteRTPlan` runs on. Outputs are arrays of pterun's own that LiteRT writes in place
-(``TensorBuffer.create_from_host_memory``): a view of an output is that array. Inputs are LiteRT's own buffers,
-written with ``TensorBuffer.write``. One LiteRT ``Environment`` serves the process, made without the GPU, NPU and
-compiler-plugin libraries a default one looks for, and kept for the process's life. What LiteRT logs while
-preparing, and when the process's first write into a tensor buffer makes an environment of LiteRT's own, is
-captured (:func:`.env.capture_native_stderr`); what that environment logs when the process exits (two
-``INFO: ... DestroyAccelerator`` lines) cannot be, which is one reason the cache is off unless asked for.
+:class:`.plan.LiteRTPlan` runs on. Outputs are arrays of pterun's own that LiteRT writes in place (host-memory
+tensor buffers): a view of an output is that array. Inputs are LiteRT's own buffers, written by copy. The calls go
+to LiteRT's bindings directly (:mod:`.bindings`), not through its Python layer. One LiteRT environment serves the
+process, made without the GPU, NPU and compiler-plugin libraries a default one looks for, and kept for the
+process's life. What LiteRT logs while preparing, and when the process's first write into a tensor buffer makes an
+environment of LiteRT's own, is captured (:func:`.env.capture_native_stderr`); what that environment logs when the
+process exits (two ``INFO: ... DestroyAccelerator`` lines) cannot be, which is one reason the cache is off unless
+asked for.
 
 Example::
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from pterun._log import logger
 from pterun.config import cache_max_bytes
+from pterun.delegates.xnnpack.litert_engine.bindings import ALIGN, load
 from pterun.delegates.xnnpack.litert_engine.cache import Cache, model_key
 from pterun.delegates.xnnpack.litert_engine.env import capture_native_stderr
 
@@ -39,36 +41,29 @@ __all__ = ["CACHE_MIN_BYTES", "Compiled", "CompiledSubgraph", "invoker", "litert
            "used"]
 
 _lock = threading.Lock()
-_api = None  # (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, environment, version)
-_ALIGN = 64  # LiteRT's alignment for host memory it writes
+_api = None  # the process's Bindings once made, False where this LiteRT has none usable
 
 
 def litert_api():
-    """LiteRT's CompiledModel API and the process's environment, or None where this LiteRT has none."""
+    """LiteRT's CompiledModel calls (:class:`.bindings.Bindings`) in the process's environment, or None where this
+    LiteRT has none usable."""
     global _api
     with _lock:
         if _api is None:
             try:
-                import ai_edge_litert
-                from ai_edge_litert.compiled_model import CompiledModel
-                from ai_edge_litert.cpu_options import CpuOptions
-                from ai_edge_litert.environment import Environment, EnvironmentOptions
-                from ai_edge_litert.hardware_accelerator import HardwareAccelerator
-                from ai_edge_litert.options import Options
-                from ai_edge_litert.tensor_buffer import TensorBuffer
-
+                api = load(_litert_version())
+                if api is None:
+                    raise RuntimeError("its bindings lack a call the engine makes")
                 # a folder with no accelerator or plugin library to load: this package's own (Python files only;
                 # an empty temporary one cost 4 ms of imports)
                 nowhere = os.path.dirname(os.path.abspath(__file__))
                 with capture_native_stderr():
-                    env = Environment.create(options=EnvironmentOptions(
-                        runtime_path=nowhere, compiler_plugin_path=nowhere, dispatch_library_path=nowhere))
+                    api.environment(nowhere)
                     # the first write into any tensor buffer makes LiteRT's own environment, which logs: now
-                    probe = np.zeros(16, np.float32)
-                    TensorBuffer.create_from_host_memory(probe).write(probe)
-                ctypes.pythonapi.Py_IncRef(ctypes.py_object(env))  # never torn down (see the module docstring)
-                _api = (CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env,
-                        getattr(ai_edge_litert, "__version__", "?"))
+                    probe = _aligned((16,), np.dtype(np.float32))
+                    api.host(probe).write(probe)
+                ctypes.pythonapi.Py_IncRef(ctypes.py_object(api.capsule))  # never torn down (the module docstring)
+                _api = api
             except Exception as e:  # noqa: BLE001  (an older or changed LiteRT: the interpreter, uncached)
                 logger().debug("LiteRT's CompiledModel is not usable, no packed-weight cache: %s", e)
                 _api = False
@@ -98,18 +93,11 @@ def _packed_bytes(packed) -> int:
 
 
 def invoker(cm, k: int, ins: list, outs: list):
-    """``run()``: invoke signature ``k`` of the CompiledModel ``cm`` on the buffers ``ins`` and ``outs``, which the
-    caller keeps alive. LiteRT's ``run_by_index`` takes every buffer's capsule again at each call (two list
-    comprehensions over a decode step's ~100 buffers); here they are taken once, and the call goes to the
-    binding's ``RunByIndex`` (LiteRT 2.3's ``CompiledModel._model``) with the same arguments. Where a LiteRT
-    lays itself out otherwise, the public method runs."""
-    native = getattr(getattr(cm, "_model", None), "RunByIndex", None)
-    try:
-        caps_in, caps_out = [b.capsule for b in ins], [b.capsule for b in outs]
-    except AttributeError:
-        native = None
-    if native is None:
-        return lambda: cm.run_by_index(k, ins, outs)
+    """``run()``: invoke signature ``k`` of the model ``cm`` (:class:`.bindings.Model`) on the buffers ``ins`` and
+    ``outs``, which the caller keeps alive. The buffers' capsules are taken once, not at each call (a decode step
+    binds ~100 buffers)."""
+    native = cm.native.RunByIndex
+    caps_in, caps_out = [b.capsule for b in ins], [b.capsule for b in outs]
     return lambda: native(k, caps_in, caps_out)
 
 
@@ -132,23 +120,20 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
     api = litert_api()
     if api is None:
         return None
-    CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api
-    options = Options(hardware_accelerators=HardwareAccelerator.CPU,
-                      cpu_options=CpuOptions(num_threads=max(int(num_threads), 1), xnnpack_weight_cache_path=path))
     model, model_file = None, cache.model_file(k, laid.size) if state == "hit" else None
     try:
         with capture_native_stderr():
             cm = None
             if model_file is not None:
                 try:
-                    cm = CompiledModel.from_file(model_file, environment=env, options=options)
+                    cm = api.from_file(model_file, num_threads, path)
                 except Exception as e:  # noqa: BLE001  (a damaged file: the model is written again)
                     logger().debug("LiteRT could not read the cached model %s (%s); written again", model_file, e)
                     cache.drop_model(k)
                     model_file = None
             if cm is None:
                 model = laid.fill()
-                cm = CompiledModel.from_buffer(model, environment=env, options=options)
+                cm = api.from_buffer(model, num_threads, path)
             whole = cm.is_fully_accelerated()
     except Exception as e:  # noqa: BLE001  (LiteRT refused it: the interpreter says why)
         logger().debug("LiteRT's CompiledModel refused the model (%s: %s); the interpreter runs it",
@@ -167,7 +152,7 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
     logger().debug("LiteRT engine: packed weights %s %s; the model %s", "read from" if state == "hit" else
                    "written to", path or "nowhere (the cache could not be written)",
                    "read from the cache" if model is None else "written in memory")
-    return Compiled(cm, TensorBuffer, model)
+    return Compiled(cm, api, model)
 
 
 def open_prepared(laid, num_threads: int, cache_dir: str, resizes: list):
@@ -197,8 +182,8 @@ class Compiled:
     """A CompiledModel and the model bytes it reads its other constants from (kept alive with it; None where
     LiteRT maps the model from the cache's file)."""
 
-    def __init__(self, cm, tensor_buffer, model):
-        self.cm, self.TensorBuffer, self.model = cm, tensor_buffer, model
+    def __init__(self, cm, api, model):
+        self.cm, self.api, self.model = cm, api, model
         self._subs: dict[int, CompiledSubgraph] = {}
 
     def subgraph(self, k: int) -> CompiledSubgraph:
@@ -227,11 +212,11 @@ class CompiledSubgraph:
     def allocate(self) -> None:
         """LiteRT's input buffers and pterun's output arrays at the signature's current shapes (the caller captures
         LiteRT's stderr, as it does around the interpreter's)."""
-        cm, TB = self.compiled.cm, self.compiled.TensorBuffer
+        cm, api = self.compiled.cm, self.compiled.api
         outs = cm.get_output_tensor_details(self._key)
         self._ins = cm.create_input_buffers(self.k)
         self._arrays = [_aligned(tuple(outs[n]["shape"]), np.dtype(outs[n]["dtype"])) for n in self._out_names]
-        self._outs = [TB.create_from_host_memory(a.reshape(-1)) for a in self._arrays]
+        self._outs = [api.host(a.reshape(-1)) for a in self._arrays]
 
     def setter(self):
         pos = self._in_pos
@@ -254,12 +239,12 @@ class CompiledSubgraph:
         return self._ins[self._in_pos[t]].write
 
     def resize(self, t: int, shape) -> None:
-        self.compiled.cm.resize_input_tensor(self._in_pos[t], [int(d) for d in shape], self.k, strict=False)
+        self.compiled.cm.resize_input_tensor(self._in_pos[t], shape, self.k)
 
 
 def _aligned(shape: tuple, dtype: np.dtype) -> np.ndarray:
-    """A zeroed array of ``shape`` whose data starts on a :data:`_ALIGN`-byte boundary."""
+    """A zeroed array of ``shape`` whose data starts on a :data:`ALIGN`-byte boundary."""
     n = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.zeros(n + _ALIGN, np.uint8)
-    start = -raw.ctypes.data % _ALIGN
+    raw = np.zeros(n + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
     return raw[start:start + n].view(dtype).reshape(shape)

@@ -2,7 +2,7 @@
 exported LLM as one invoke.
 
 :class:`KvPlan` runs the graph on LiteRT's ``CompiledModel``, which takes arrays of pterun's own as the memory of
-its inputs and outputs (``TensorBuffer.create_from_host_memory``). Each KV cache is the method's own array: the
+its inputs and outputs (host-memory tensor buffers, :meth:`.bindings.Bindings.host`). Each KV cache is the method's own array: the
 first ``L`` positions of its memory are bound as the cache's input and as its output, so the graph's
 DYNAMIC_UPDATE_SLICE writes the new rows where the method keeps them. LiteRT works on such memory in place only at
 a 64-byte boundary (elsewhere it copies, and the writes are lost): the plan refuses a cache that is not aligned,
@@ -226,9 +226,6 @@ class KvPlan:
         api = litert_api()
         if api is None:
             raise Unsupported("LiteRT's CompiledModel API is not usable here")
-        CompiledModel, Options, CpuOptions, HardwareAccelerator, TensorBuffer, env, _ = api
-        options = Options(hardware_accelerators=HardwareAccelerator.CPU,
-                          cpu_options=CpuOptions(num_threads=max(int(self.num_threads), 1)))
         laid = translate_signed(self._graph)
         compiled = open_compiled(laid, self.num_threads, self._cache_dir, builtin_ok=True)
         if compiled is not None:  # packed weights from the cache (None where LiteRT maps the model's own file)
@@ -237,7 +234,7 @@ class KvPlan:
             self._model = laid.fill()
             try:
                 with capture_native_stderr():
-                    cm = CompiledModel.from_buffer(self._model, environment=env, options=options)
+                    cm = api.from_buffer(self._model, self.num_threads)
             except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
                 raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
         release_sources(laid.sources)
@@ -250,7 +247,7 @@ class KvPlan:
         self._in_pos = [names.index(f"i{e:04d}") for e in range(self._lay.n_in)]
         self._out_names = list(sig["outputs"])
         self._in_shapes = {e: tuple(ins[f"i{e:04d}"]["shape"]) for e in range(self._lay.n_in)}
-        self._cm, self._TB, self._key = cm, TensorBuffer, sig["key"]
+        self._cm, self._api, self._key = cm, api, sig["key"]
         self._state = None
 
     def _forked(self) -> None:
@@ -308,7 +305,7 @@ class KvPlan:
     def _prepare(self, L: int, s: int, others: list, args: list) -> None:
         """Resize LiteRT's inputs for ``L`` positions, ``s`` queries and the other inputs' shapes, and bind the
         memory of a call at them: every input and output is memory of pterun's (the caches the method's own)."""
-        lay, cm, TB = self._lay, self._cm, self._TB
+        lay, cm, api = self._lay, self._cm, self._api
         lengths = self._lengths(L, s, {e: a.shape for e, a in zip(lay.others, others)})
         shapes = {e: (n,) for e, n in lengths.items()}
         shapes.update({e: _twin_shape(h, d, v, L) for e, (h, d, v) in lay.twins.items() if e < lay.n_in})
@@ -316,12 +313,12 @@ class KvPlan:
             with capture_native_stderr():
                 for e, shape in shapes.items():
                     if self._in_shapes[e] != shape:
-                        cm.resize_input_tensor(self._in_pos[e], list(shape), 0, strict=False)
+                        cm.resize_input_tensor(self._in_pos[e], shape, 0)
                         self._in_shapes[e] = shape
                 ins = [None] * lay.n_in
                 for e, n in lengths.items():
                     memory = _prefix(args[e], n) if e in lay.caches else self._own[e][:n]
-                    ins[self._in_pos[e]] = TB.create_from_host_memory(memory)
+                    ins[self._in_pos[e]] = api.host(memory)
                 kept = self._state is not None and self._state[0] == L  # the twins as the last call left them
                 scratch = None if kept or not lay.twins else self._scratch(L)
                 for e, (_, _, values) in lay.twins.items():  # the twins of the caches' first L positions, made
@@ -342,14 +339,14 @@ class KvPlan:
                 for name in self._out_names:  # in the signature's order
                     e = lay.n_in + int(name[1:])
                     if e in lay.caches:  # the cache's input memory again: written in place
-                        outs.append(TB.create_from_host_memory(_prefix(args[e], L * lay.caches[e])))
+                        outs.append(api.host(_prefix(args[e], L * lay.caches[e])))
                         continue
                     if e in lay.twins:  # the twin's input buffer again
                         outs.append(ins[self._in_pos[lay.twin_of[e]]])
                         continue
                     a = made[e] if same else _aligned(tuple(details[name]["shape"]), np.dtype(details[name]["dtype"]))
                     arrays.append((e, a))
-                    outs.append(TB.create_from_host_memory(a.reshape(-1)))
+                    outs.append(api.host(a.reshape(-1)))
         except (ValueError, RuntimeError) as e:
             self._state = None
             raise DelegateError(f"XNNPACK delegate (LiteRT engine) cannot take {s} tokens over {L} cached "
