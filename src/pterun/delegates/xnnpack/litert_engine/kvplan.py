@@ -2,10 +2,10 @@
 exported LLM as one invoke.
 
 :class:`KvPlan` runs the graph on LiteRT's ``CompiledModel``, which takes arrays of pterun's own as the memory of
-its inputs and outputs (host-memory tensor buffers, :meth:`.bindings.Bindings.host`). Each KV cache is the method's own array: the
-first ``L`` positions of its memory are bound as the cache's input and as its output, so the graph's
+its inputs and outputs (host-memory tensor buffers, :meth:`.bindings.Bindings.host`). Each KV cache is the method's
+own array: the first ``L`` positions of its memory are bound as the cache's input and as its output, so the graph's
 DYNAMIC_UPDATE_SLICE writes the new rows where the method keeps them. LiteRT works on such memory in place only at
-a 64-byte boundary (elsewhere it copies, and the writes are lost): the plan refuses a cache that is not aligned,
+a 64-byte boundary (:meth:`.bindings.Bindings.host` refuses any other): the plan refuses a cache that is not aligned,
 and the interpreter gives caches aligned memory of their own before merging
 (:func:`pterun.interp.delegates.align_caches`).
 
