@@ -6,6 +6,7 @@ and what LiteRT's object API packed from the same tables (the writer pterun used
 from __future__ import annotations
 
 import ast
+import copy
 import importlib.util
 from pathlib import Path
 
@@ -180,6 +181,7 @@ def _object_api_subgraph(S, sg, made: dict):
     for t in sg.tensors:
         x = S.TensorT()
         x.shape, x.type, x.buffer, x.name = np.asarray(t.shape, np.int32), t.type, t.buffer, t.name
+        x.externalBuffer = t.external
         x.quantization = _object_api_quantization(S, t.quantization, made)
         g.tensors.append(x)
     g.operators = []
@@ -213,6 +215,16 @@ def _object_api_pack(S, m) -> bytes:
         b = S.BufferT()
         b.offset, b.size = buf.offset, buf.size
         x.buffers.append(b)
+    if m.externalBuffers:
+        x.externalBufferGroups, x.externalBuffers = [], []
+        for path in m.externalGroups:
+            g = S.ExternalBufferGroupT()
+            g.name = path
+            x.externalBufferGroups.append(g)
+        for e in m.externalBuffers:
+            b = S.ExternalBufferT()
+            b.id, b.group, b.offset, b.length = e.id, e.group, e.offset, e.length
+            x.externalBuffers.append(b)
     if m.signatureDefs is not None:
         x.signatureDefs = []
         for sd in m.signatureDefs:
@@ -249,8 +261,8 @@ def _differences(a, b, path: str = "model") -> list[str]:
 def _check_tensors(got: list, want: list, where: str) -> None:
     assert len(got) == len(want), where
     for k, (g, t) in enumerate(zip(got, want)):
-        assert (g.shape.tolist(), g.type, g.buffer, g.name) == (t.shape.tolist(), t.type, t.buffer, t.name.encode()), \
-            f"{where} tensor {k}"
+        assert (g.shape.tolist(), g.type, g.buffer, g.name, g.externalBuffer) == \
+            (t.shape.tolist(), t.type, t.buffer, t.name.encode(), t.external), f"{where} tensor {k}"
         q, p = t.quantization, g.quantization
         if q is None:
             assert p is None, f"{where} tensor {k}"
@@ -293,7 +305,16 @@ def _check_written(S, model: bytes, m, blobs: list) -> int:
         _check_operators(g.operators, sg.operators, f"subgraph {k}")
     assert [(b.offset, b.size, b.data) for b in got.buffers] == [(b.offset, b.size, None) for b in m.buffers]
     view = np.frombuffer(model, np.uint8)
+    external = {t.buffer: t.external for sg in m.subgraphs for t in sg.tensors if t.external}
     for b, data, xor in blobs:
+        if b in external:  # read in place: the file holds the bytes where the model says, and none are copied
+            e = got.externalBuffers[external[b] - 1]
+            assert (e.id, m.buffers[b].offset, m.buffers[b].size, xor) == (external[b], 0, 0, 0), f"buffer {b}"
+            with open(got.externalBufferGroups[e.group].name, "rb") as f:
+                f.seek(e.offset)
+                placed = np.frombuffer(f.read(e.length), np.uint8)
+            assert e.offset % 64 == 0 and np.array_equal(placed, data), f"buffer {b}"
+            continue
         placed = view[m.buffers[b].offset:m.buffers[b].offset + m.buffers[b].size]
         assert np.array_equal(placed, data ^ np.uint8(xor)), f"buffer {b}"
     if m.signatureDefs is None:
@@ -314,12 +335,12 @@ class Written:
 
     def __init__(self, monkeypatch):
         S = _reader()
-        self.models = self.subgraphs = self.tensors = self.combined = 0
+        self.models = self.subgraphs = self.tensors = self.combined = self.external = 0
         self.failures: list[str] = []
         pack, layout, fill, given = W.ModelWriter._pack, W.ModelWriter._layout, W.Unwritten.fill, {}
 
         def keep_pack(writer, m, *args):
-            given[id(writer)] = m
+            given[id(writer)] = copy.deepcopy(m)  # as packed: a later layout of the same writer changes the records
             return pack(writer, m, *args)
 
         def keep_layout(writer, *args, **kwargs):
@@ -340,6 +361,7 @@ class Written:
                 self.failures.append(f"{len(m.subgraphs)} subgraphs: {type(e).__name__}: {e}")
             self.models, self.subgraphs = self.models + 1, self.subgraphs + len(m.subgraphs)
             self.combined += m.signatureDefs is not None
+            self.external += bool(m.externalBuffers)
             return model
 
         monkeypatch.setattr(W.ModelWriter, "_pack", keep_pack)
@@ -350,8 +372,13 @@ class Written:
 _PROGRAMS = sorted(p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*.pte"))
 
 
-@pytest.mark.parametrize("merge", [None, False], ids=["merged", "unmerged"])
-def test_every_committed_programs_models_read_back_as_written(monkeypatch, merge):
+@pytest.mark.parametrize("merge, external", [(None, False), (False, False), (None, True)],
+                         ids=["merged", "unmerged", "merged-in-place"])
+def test_every_committed_programs_models_read_back_as_written(monkeypatch, merge, external):
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    if external:  # every model whose constants are runs of the program file reads them there (not only large ones)
+        monkeypatch.setattr(compiled, "EXTERNAL_MIN_BYTES", 0)
     written = Written(monkeypatch)
     for name in _PROGRAMS:
         try:
@@ -367,6 +394,7 @@ def test_every_committed_programs_models_read_back_as_written(monkeypatch, merge
     # xnn_*, llm/, multimodal/, releases/ ... (and portable programs compiled into LiteRT programs)
     assert written.models > 300 and written.tensors > 4000, (written.models, written.tensors)  # 344 / 439 models
     assert written.combined >= 3 and written.subgraphs > written.models  # Batch's several graphs in one model
+    assert (written.external > 100) if external else (written.external == 0), written.external
 
 
 def test_every_kernel_node_lowerings_model_reads_back_as_written(monkeypatch):

@@ -87,7 +87,7 @@ def open_source(data, what: str = "program file"):
             if st.st_size == 0:
                 raise InvalidProgramError(f"{path}: the file is empty")
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        remember(mm, path, st)  # which version of which file: the packed-weight cache's keys
+        remember(mm, os.path.abspath(path), st)  # which version of which file: the cache's keys, external weights
         return mm, path, mm
     if isinstance(data, bytes):
         return data, "<bytes>", data

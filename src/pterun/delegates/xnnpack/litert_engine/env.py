@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 
 from pterun._log import logger
 from pterun.errors import DelegateError
 
-__all__ = ["Unavailable", "Unsupported", "available", "capture_native_stderr", "modules", "unavailable_error"]
+__all__ = ["Unavailable", "Unsupported", "available", "capture_native_stderr", "modules", "quiet_native_teardown",
+           "unavailable_error"]
 
 
 class Unsupported(Exception):
@@ -135,6 +137,37 @@ class capture_native_stderr:
                 data = data[os.write(2, data):]
         return False
 
+
+_quiet_at_exit = False
+
+
+def quiet_native_teardown() -> None:
+    """Keep what LiteRT's own environment logs as the process ends (``INFO: [accelerator_registry.cc:43]
+    DestroyAccelerator ...``, from a C++ destructor that runs after Python has finished) off stderr: once Python's
+    ``atexit`` handlers run, a C ``atexit`` handler is registered that closes fd 2. Registered last, it runs before
+    the C++ destructors registered earlier, and after everything Python writes (``Py_FinalizeEx`` flushes
+    ``sys.stderr`` before the C exit handlers). Linux and glibc or musl (``__cxa_atexit``) only; elsewhere nothing
+    changes."""
+    global _quiet_at_exit
+    if _quiet_at_exit or not sys.platform.startswith("linux"):
+        return
+    _quiet_at_exit = True
+    import atexit
+
+    atexit.register(_close_stderr_last)
+
+
+def _close_stderr_last() -> None:
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None)
+        register = libc.__cxa_atexit
+        register.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        # close(2), called as func(arg): an int argument travels in the first integer register on x86-64 and aarch64
+        register(ctypes.cast(libc.close, ctypes.c_void_p).value, 2, None)
+    except (AttributeError, OSError):  # no such C library: the lines stay
+        pass
 
 
 def unavailable_error(why) -> DelegateError:

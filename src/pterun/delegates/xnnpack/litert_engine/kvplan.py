@@ -34,7 +34,7 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_engine.compiled import invoker, litert_api, open_compiled
+from pterun.delegates.xnnpack.litert_engine.compiled import invoker, litert_api, open_compiled, open_external
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
@@ -220,16 +220,20 @@ class KvPlan:
 
     def _open(self) -> None:
         """Translate the graph and create LiteRT's model, through the packed-weight cache where it is on
-        (:func:`.compiled.open_compiled`). Once XNNPACK has packed the weights, the model's copy of them and the
+        (:func:`.compiled.open_compiled`), else with its constants read from the program file in place where they
+        can be (:func:`.compiled.open_external`). Once XNNPACK has packed the weights, the model's copy of them and the
         program file's pages they were read from are given back (:mod:`.memory`): the model bytes stay alive with
         the model (LiteRT reads the other constants there)."""
         api = litert_api()
         if api is None:
             raise Unsupported("LiteRT's CompiledModel API is not usable here")
         laid = translate_signed(self._graph)
-        compiled = open_compiled(laid, self.num_threads, self._cache_dir, builtin_ok=True)
-        if compiled is not None:  # packed weights from the cache (None where LiteRT maps the model's own file)
+        compiled = open_compiled(laid, self.num_threads, self._cache_dir, builtin_ok=True) \
+            or open_external(laid, self.num_threads, builtin_ok=True)
+        if compiled is not None:  # packed weights from the cache, or constants read from the program in place
             cm, self._model = compiled.cm, compiled.model
+            release_sources(laid.sources)
+            compiled.release()
         else:
             self._model = laid.fill()
             try:
@@ -237,8 +241,7 @@ class KvPlan:
                     cm = api.from_buffer(self._model, self.num_threads)
             except Exception as e:  # noqa: BLE001  (LiteRT refused the model)
                 raise Unsupported(f"LiteRT's CompiledModel refused the model: {str(e).strip()[:200]}") from e
-        release_sources(laid.sources)
-        if self._model is not None:
+            release_sources(laid.sources)
             release_packed(self._model, laid.packed)
         sig = cm.get_signature_by_index(0)
         ins = cm.get_input_tensor_details(sig["key"])

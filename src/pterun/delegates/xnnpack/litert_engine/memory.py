@@ -9,7 +9,9 @@ those weights would otherwise stay resident beside the packed ones:
   Linux: the pages read as zeros afterwards, which is why only ranges nothing reads again are given);
 * the program file's pages the translation read the weights from: :func:`release_sources` drops them from the
   process's mapping (read-only file mappings only; they are read back from the file if anything touches them
-  again, e.g. the NumPy engine after a fallback).
+  again, e.g. the NumPy engine after a fallback);
+* where LiteRT's CompiledModel read the weights from the program file in place, the pages of its own (private)
+  mappings of the file: :func:`release_mapped`.
 
 Both are best effort: on other systems, or when a call fails, the memory simply stays.
 """
@@ -17,11 +19,12 @@ Both are best effort: on other systems, or when a call fails, the memory simply 
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 
 import numpy as np
 
-__all__ = ["mapping_of", "new_bytes", "release_packed", "release_sources"]
+__all__ = ["MAPS", "mapping_of", "new_bytes", "release_mapped", "release_packed", "release_sources"]
 
 _PAGE = mmap.PAGESIZE
 _libc = None
@@ -154,4 +157,50 @@ def release_sources(arrays) -> int:
             except (OSError, ValueError):
                 continue
             released += n
+    return released
+
+
+#: the process's memory map (Linux)
+MAPS = "/proc/self/maps"
+
+
+def release_mapped(files, maps: str = MAPS) -> int:
+    """Drop the whole pages of the packed ranges of ``files`` ((path, status, offset, size, packed) tuples,
+    :attr:`.writer.Unwritten.files`) from the private mappings of those files in this process: LiteRT's
+    CompiledModel maps each constant it reads from a program file in place, privately, and XNNPACK, having packed
+    the weights, never reads those ranges again (a private mapping's dropped page reads back from the file, the
+    bytes unchanged: LiteRT does not write them). pterun's own mappings are shared ones (see
+    :func:`release_sources`). The bytes dropped."""
+    ranges: dict[tuple, list] = {}
+    for _, st, offset, size, packed in files:
+        if packed:
+            ranges.setdefault((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino), []).append((offset, size))
+    if not ranges or not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_DONTNEED"):
+        return 0
+    try:
+        with open(maps) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return 0
+    released = 0
+    for line in lines:
+        fields = line.split(None, 5)
+        if len(fields) < 6 or fields[1][3:] != "p":
+            continue
+        major, _, minor = fields[3].partition(":")
+        try:
+            key = (int(major, 16), int(minor, 16), int(fields[4]))
+        except ValueError:
+            continue
+        if key not in ranges:
+            continue
+        lo, _, hi = fields[0].partition("-")
+        start, end, at = int(lo, 16), int(hi, 16), int(fields[2], 16)
+        for offset, size in ranges[key]:  # the part of the range this mapping holds
+            a = max(offset, at)
+            e = min(offset + size, at + end - start)
+            if e > a:
+                addr, n = _page_range(start + a - at, e - a)
+                if n and _madvise(addr, n, mmap.MADV_DONTNEED):
+                    released += n
     return released

@@ -387,13 +387,13 @@ def _build_group(plans: list) -> None:
     parts = [p._pending[0] for p in plans]
     try:
         laid = combine(parts)
-        compiled = open_prepared(laid, plans[0].num_threads, plans[0]._cache_dir, [p._pending[1] for p in plans])
+        compiled = open_prepared(laid, plans[0].num_threads, plans[0]._cache_dir, [p._pending[1] for p in plans],
+                                 external=not any(part.builtin for part in parts))
         if compiled is not None:
             _INTERPRETERS.add(compiled.cm)
             _share(plans, compiled, compiled.model)
             release_sources(laid.sources)
-            if compiled.model is not None:
-                release_packed(compiled.model, laid.packed)
+            compiled.release()
             return
         model = laid.fill()
         from_file = release_sources(laid.sources)  # copied into the model's bytes: the file's pages can go now

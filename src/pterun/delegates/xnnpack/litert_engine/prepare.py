@@ -63,12 +63,11 @@ def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir:
             if attempt and tr.fixed_shape:
                 continue
             resize, shapes = prepared_shapes(graph, tr.inputs, declared, small if attempt else {})
-        compiled = open_prepared(laid, num_threads, cache_dir, [resize])
+        compiled = open_prepared(laid, num_threads, cache_dir, [resize], external=not tr.builtin)
         if compiled is not None:
             keep(compiled.cm)
             release_sources(tr.sources)
-            if compiled.model is not None:
-                release_packed(compiled.model, tr.packed)
+            compiled.release()
             return compiled, tr._replace(model=compiled.model), shapes
         tr = tr._replace(model=laid.fill())
         from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now

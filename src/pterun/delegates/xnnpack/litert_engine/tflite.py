@@ -28,7 +28,8 @@ import numpy as np
 
 from pterun.delegates.xnnpack.litert_engine.fbwrite import Shape, Writer
 
-__all__ = ["ActivationFunctionType", "BlockwiseQuantization", "Buffer", "BuiltinOperator", "BuiltinOptions", "Model",
+__all__ = ["ActivationFunctionType", "BlockwiseQuantization", "Buffer", "BuiltinOperator", "BuiltinOptions",
+           "ExternalBuffer", "Model",
            "Operator", "OperatorCode", "Options", "Padding", "QuantizationDetails", "QuantizationParameters",
            "SignatureDef", "SubGraph", "Tensor", "TensorMap", "TensorType", "options",
            "serialize"]
@@ -99,14 +100,16 @@ class Tensor(_Record):
     interpreter keeps across invocations (``is_variable``: zeroed when its tensors are allocated, written in place
     by an operator that names it as both input and output); ``signature``: the shape with -1 for the dims that
     change from call to call (``shape_signature``: an operator whose output size is computed at run time, such as
-    a SLICE by a run-time size, needs it), None where the shape is fixed."""
+    a SLICE by a run-time size, needs it), None where the shape is fixed; ``external``: the id of the
+    :class:`ExternalBuffer` its data is read from (``external_buffer``, read by LiteRT's CompiledModel only), 0 for
+    none."""
 
-    __slots__ = ("shape", "type", "buffer", "quantization", "name", "variable", "signature")
+    __slots__ = ("shape", "type", "buffer", "quantization", "name", "variable", "signature", "external")
 
     def __init__(self, shape, type: int, buffer: int = 0, quantization=None, name: str = "", variable: bool = False,
-                 signature=None):
+                 signature=None, external: int = 0):
         self.shape, self.type, self.buffer, self.quantization, self.name = shape, type, buffer, quantization, name
-        self.variable, self.signature = variable, signature
+        self.variable, self.signature, self.external = variable, signature, external
 
 
 class QuantizationParameters(_Record):
@@ -187,13 +190,27 @@ class SignatureDef(_Record):
         self.signatureKey, self.subgraphIndex, self.inputs, self.outputs = signatureKey, subgraphIndex, inputs, outputs
 
 
+class ExternalBuffer(_Record):
+    """``length`` bytes at ``offset`` of the file ``groups[group]`` names (``Model.external_buffer_groups``),
+    which LiteRT's CompiledModel maps where a tensor names ``id``; the offset must be 64-byte aligned."""
+
+    __slots__ = ("id", "group", "offset", "length")
+
+    def __init__(self, id: int, group: int, offset: int, length: int):
+        self.id, self.group, self.offset, self.length = id, group, offset, length
+
+
 class Model(_Record):
-    __slots__ = ("operatorCodes", "subgraphs", "buffers", "signatureDefs", "description", "version")
+    """``externalGroups``: the paths of the files :class:`ExternalBuffer` ``externalBuffers`` read from."""
+
+    __slots__ = ("operatorCodes", "subgraphs", "buffers", "signatureDefs", "description", "version",
+                 "externalGroups", "externalBuffers")
 
     def __init__(self, operatorCodes: list, subgraphs: list, buffers: list, signatureDefs: list | None = None,
-                 description: str = "", version: int = 3):
+                 description: str = "", version: int = 3, externalGroups=(), externalBuffers=()):
         self.operatorCodes, self.subgraphs, self.buffers = operatorCodes, subgraphs, buffers
         self.signatureDefs, self.description, self.version = signatureDefs, description, version
+        self.externalGroups, self.externalBuffers = list(externalGroups), list(externalBuffers)
 
 
 def options(table: str, fields: dict) -> tuple[int, Options]:
@@ -212,9 +229,9 @@ def options(table: str, fields: dict) -> tuple[int, Options]:
 def serialize(model: Model) -> bytearray:
     """The flatbuffer of ``model`` (file identifier ``TFL3``), written front to back (:mod:`.fbwrite`)."""
     w = Writer(b"TFL3")
-    sigs = model.signatureDefs is not None
-    shape = _MODEL[sigs]
-    pos = w.table(shape, (model.version, 0, 0, 0, 0, 0) if sigs else (model.version, 0, 0, 0, 0))
+    sigs, ext = model.signatureDefs is not None, bool(model.externalBuffers)
+    shape = _MODEL[sigs, ext]
+    pos = w.table(shape, (model.version,) + (0,) * (len(shape.at) - 1))
     w.patch(0, pos)
     at = shape.at
     w.patch(pos + at[1], _tables(w, _opcode, model.operatorCodes))
@@ -223,16 +240,23 @@ def serialize(model: Model) -> bytearray:
     w.patch(pos + at[4], _tables(w, _buffer, model.buffers))
     if sigs:
         w.patch(pos + at[5], _tables(w, _signature, model.signatureDefs))
+    if ext:
+        w.patch(pos + at[-2], _tables(w, _group, model.externalGroups))
+        w.patch(pos + at[-1], _tables(w, _external, model.externalBuffers))
     return w.buf
 
 
 # each table's fields as (slot in schema.fbs, type), in the order the functions below give their values
-_MODEL = {sigs: Shape(((0, "u32"), (1, "off"), (2, "off"), (3, "off"), (4, "off")) + (((7, "off"),) if sigs else ()))
-          for sigs in (False, True)}
+_MODEL = {(sigs, ext): Shape(((0, "u32"), (1, "off"), (2, "off"), (3, "off"), (4, "off"))
+                             + (((7, "off"),) if sigs else ()) + (((8, "off"), (9, "off")) if ext else ()))
+          for sigs in (False, True) for ext in (False, True)}
 _SUBGRAPH = Shape(((0, "off"), (1, "off"), (2, "off"), (3, "off"), (4, "off")))
-_TENSOR = {(q, sig): Shape(((0, "off"), (1, "i8"), (2, "u32"), (3, "off"), (5, "bool"))
-                           + (((4, "off"),) if q else ()) + (((7, "off"),) if sig else ()))
-           for q in (False, True) for sig in (False, True)}
+_TENSOR = {(q, sig, ext): Shape(((0, "off"), (1, "i8"), (2, "u32"), (3, "off"), (5, "bool"))
+                                + (((4, "off"),) if q else ()) + (((7, "off"),) if sig else ())
+                                + (((10, "u32"),) if ext else ()))
+           for q in (False, True) for sig in (False, True) for ext in (False, True)}
+_GROUP = Shape(((0, "off"),))
+_EXTERNAL = Shape(((0, "u32"), (1, "u32"), (2, "u64"), (3, "u64")))
 # scale, zero point, details (each there or not), then details type and quantized dimension
 _QUANT = {have: Shape(tuple((slot, "off") for slot, there in zip((2, 3, 5), have) if there) + ((4, "u8"), (6, "i32")))
           for have in ((a, b, c) for a in (False, True) for b in (False, True) for c in (False, True))}
@@ -270,11 +294,10 @@ def _subgraph(w: Writer, sg: SubGraph) -> int:
 
 
 def _tensor(w: Writer, t: Tensor) -> int:
-    q, sig = t.quantization, t.signature
-    shape = _TENSOR[q is not None, sig is not None]
-    values = (0, t.type, t.buffer, 0, t.variable)
-    pos = w.table(shape, values + (0, 0) if q is not None and sig is not None else
-                  values + (0,) if q is not None or sig is not None else values)
+    q, sig, ext = t.quantization, t.signature, t.external
+    shape = _TENSOR[q is not None, sig is not None, bool(ext)]
+    values = (0, t.type, t.buffer, 0, t.variable) + (0,) * ((q is not None) + (sig is not None))
+    pos = w.table(shape, values + (ext,) if ext else values)
     at = shape.at
     w.patch(pos + at[0], w.vector(_ints(t.shape)))
     w.patch(pos + at[3], w.string(t.name or ""))
@@ -327,6 +350,16 @@ def _opcode(w: Writer, oc: OperatorCode) -> int:
 
 def _buffer(w: Writer, buf: Buffer) -> int:
     return w.table(_BUFFER, (buf.offset, buf.size))
+
+
+def _group(w: Writer, path: str) -> int:
+    pos = w.table(_GROUP, (0,))
+    w.patch(pos + _GROUP.at[0], w.string(path))
+    return pos
+
+
+def _external(w: Writer, e: ExternalBuffer) -> int:
+    return w.table(_EXTERNAL, (e.id, e.group, e.offset, e.length))
 
 
 def _signature(w: Writer, sd: SignatureDef) -> int:

@@ -14,7 +14,8 @@ from typing import NamedTuple
 import numpy as np
 
 from pterun.delegates.xnnpack.litert_engine import tflite as TFL
-from pterun.delegates.xnnpack.litert_engine.memory import new_bytes
+from pterun.delegates.xnnpack.litert_engine.memory import mapping_of, new_bytes
+from pterun.format.mapped import file_of
 
 __all__ = ["ModelWriter", "Unwritten", "combine"]
 
@@ -34,6 +35,18 @@ class Unwritten(NamedTuple):
     blobs: tuple
     size: int
     packed: tuple
+    #: the constants read from program files in place (:meth:`external`): (path, the file's status when pterun
+    #: mapped it, offset, size, whether only weight packing reads it)
+    files: tuple = ()
+    #: ``relay()``: the same model with the constants it can read from program files as external buffers
+    relay: object = None
+
+    def external(self) -> Unwritten | None:
+        """The same model laid out with every constant that is a run of a program file pterun mapped, 64-byte
+        aligned there and not XORed, read from that file in place (``ExternalBuffer``, which only LiteRT's
+        CompiledModel reads), not copied into the model's bytes; None where no constant is."""
+        laid = self.relay() if self.relay is not None else None
+        return laid if laid is not None and laid.files else None
 
     @property
     def sources(self) -> tuple:
@@ -150,23 +163,40 @@ class ModelWriter:
     def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
         return self._layout(subgraphs, signatures).fill()
 
-    def _layout(self, subgraphs: list, signatures: list | None = None) -> Unwritten:
-        m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate")
+    def _layout(self, subgraphs: list, signatures: list | None = None, packed_buffers=None,
+                external: bool = False) -> Unwritten:
+        """The model laid out (see :class:`Unwritten`); ``packed_buffers``: the buffers only weight packing reads
+        (:meth:`packed_buffers` by default); ``external``: constants in program files read from there."""
+        packed_buffers = set(self.packed_buffers() if packed_buffers is None else packed_buffers)
+        files = _in_files(self.blobs) if external else {}
+        groups = list(dict.fromkeys(path for path, _, _ in files.values()))
+        ids = {b: k + 1 for k, b in enumerate(files)}  # id 0 means none
+        m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate", externalGroups=groups,
+                      externalBuffers=[TFL.ExternalBuffer(ids[b], groups.index(path), offset, data.size)
+                                       for b, (path, _, (offset, data)) in files.items()])
+        inline = [blob for blob in self.blobs if blob[0] not in files]
+        for b in files:
+            self.buffers[b].offset = self.buffers[b].size = 0
+        for t in self.tensors:  # the records say what the last layout wrote, as the buffers' offsets do
+            t.external = ids.get(t.buffer, 0)
         # constant data follows the flatbuffer (Buffer.offset/size), 64-byte aligned. Offsets are set from a bound
         # on the flatbuffer's size, so it is packed once (twice only if the bound was too small)
-        at = _align(self.size_bound())
+        at = _align(self.size_bound() + 64 * len(files) + sum(len(p) + 64 for p in groups))
         while True:
             pos = at
-            for b, data, _ in self.blobs:
+            for b, data, _ in inline:
                 self.buffers[b].offset, self.buffers[b].size = pos, data.size
                 pos = _align(pos + data.size)
             fb = self._pack(m)
             if len(fb) <= at:
                 break
             at = _align(len(fb) + 4096)
-        blobs = tuple((self.buffers[b].offset, data, xor) for b, data, xor in self.blobs)
-        packed = tuple((self.buffers[b].offset, self.buffers[b].size) for b in self.packed_buffers())
-        return Unwritten(bytes(fb), at, blobs, _align(pos), packed)
+        blobs = tuple((self.buffers[b].offset, data, xor) for b, data, xor in inline)
+        packed = tuple((self.buffers[b].offset, self.buffers[b].size) for b in sorted(packed_buffers - set(files)))
+        read = tuple((path, st, offset, data.size, b in packed_buffers)
+                     for b, (path, st, (offset, data)) in files.items())
+        relay = None if external else (lambda: self._layout(subgraphs, signatures, packed_buffers, external=True))
+        return Unwritten(bytes(fb), at, blobs, _align(pos), packed, read, relay)
 
     def size_bound(self) -> int:
         """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
@@ -190,6 +220,20 @@ _PACKED_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECT
 
 def _align(n: int, to: int = 64) -> int:
     return -(-n // to) * to
+
+
+def _in_files(blobs) -> dict:
+    """buffer -> (path, status, (offset, data)) for each of ``blobs`` that is a run of a program file pterun mapped
+    (:func:`pterun.format.mapped.file_of`), 64-byte aligned there, its bytes not XORed."""
+    found = {}
+    for b, data, xor in blobs:
+        where = mapping_of(data) if not xor and data.flags.c_contiguous else None
+        if where is None or where[1] % 64:
+            continue
+        named = file_of(where[0])
+        if named is not None:
+            found[b] = (named[0], named[1], (where[1], data))
+    return found
 
 
 
@@ -222,8 +266,7 @@ def combine(members: list) -> Unwritten:
         subgraphs.append(w.subgraph(ins, outs, f"g{k}"))
         signatures.append(TFL.SignatureDef(f"g{k}", k, _tensor_maps("i", ins), _tensor_maps("o", outs)))
     out.extra_subgraphs = len(members)
-    laid = out._layout(subgraphs, signatures)
-    return laid._replace(packed=tuple((out.buffers[b].offset, out.buffers[b].size) for b in sorted(set(packed))))
+    return out._layout(subgraphs, signatures, packed)
 
 
 def _tensor_maps(prefix: str, tensors: list) -> list[TFL.TensorMap]:

@@ -1,0 +1,129 @@
+"""Constants read from the program file in place: a model whose weights are runs of the ``.pte`` LiteRT's
+CompiledModel maps them there (``ExternalBuffer``) instead of a copy in the model's bytes
+(:func:`.litert_engine.compiled.open_external`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import mmap
+import os
+import shutil
+
+import numpy as np
+import pytest
+from fixtures_util import FIXTURES, load_calls_from, run_python
+
+from pterun import Runtime
+
+HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
+pytestmark = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
+
+
+def _plans(method) -> list:
+    r = method._runner
+    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()]
+            if getattr(ex, "engine", None) == "litert"]
+
+
+def _run(source, rel: str, **kw):
+    m = Runtime(engine="litert", **kw).load_program(source).load_method("forward")
+    call = load_calls_from((FIXTURES / rel).with_suffix(".npz"))[0]
+    return m, m.execute(call["inputs"])
+
+
+@pytest.fixture()
+def in_place(monkeypatch):
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    monkeypatch.setattr(compiled, "EXTERNAL_MIN_BYTES", 0)  # the fixtures are small
+    return compiled
+
+
+@pytest.mark.parametrize("rel", ["xnn_mlp.pte", "xnn_qint8_cnn.pte", "xnn_mobilenet_v2.pte", "xnn_8da4w.pte"])
+def test_constants_read_in_place_give_the_interpreters_numbers_bit_for_bit(rel, in_place, monkeypatch):
+    m, got = _run(FIXTURES / rel, rel)
+    plans = [ex._interp for ex in _plans(m)]
+    monkeypatch.setattr(in_place, "EXTERNAL_MIN_BYTES", 1 << 62)
+    ref_m, ref = _run(FIXTURES / rel, rel)
+    assert {type(p).__name__ for p in _plans(ref_m) for p in [p._interp]} == {"Interpreter"}
+    assert plans and {type(p).__name__ for p in plans} == {"Compiled"}
+    path = os.path.abspath(FIXTURES / rel)
+    for p in plans:
+        assert p.files and {f[0] for f in p.files} == {path}
+        assert all(offset % 64 == 0 for _, _, offset, _, _ in p.files)
+        if rel == "xnn_mobilenet_v2.pte":  # the model's bytes hold a fifth of what is read from the file
+            assert 5 * len(p.model) < sum(size for _, _, _, size, _ in p.files)
+    assert len(got) == len(ref)
+    for g, r in zip(got, ref):
+        assert type(g) is type(r) and g.dtype == r.dtype and g.shape == r.shape
+        np.testing.assert_array_equal(g, r)
+
+
+def test_a_program_given_as_bytes_or_replaced_at_its_path_is_copied_as_before(in_place, tmp_path):
+    rel = "xnn_mobilenet_v2.pte"
+    data = (FIXTURES / rel).read_bytes()
+    m, want = _run(data, rel)
+    assert {type(p._interp).__name__ for p in _plans(m)} == {"Interpreter"}  # no file to read from
+    path = tmp_path / "model.pte"
+    shutil.copyfile(FIXTURES / rel, path)
+    program = Runtime(engine="litert").load_program(path)
+    os.replace(shutil.copyfile(FIXTURES / rel, tmp_path / "other.pte"), path)  # another file at the path now
+    m = program.load_method("forward")
+    assert {type(p._interp).__name__ for p in _plans(m)} == {"Interpreter"}
+    got = m.execute(load_calls_from((FIXTURES / rel).with_suffix(".npz"))[0]["inputs"])
+    for g, r in zip(got, want):
+        np.testing.assert_array_equal(g, r)
+
+
+def test_a_model_reading_its_constants_in_place_prints_nothing_and_loses_nothing_at_exit(tmp_path):
+    # LiteRT's own environment logs its teardown after Python has finished; pterun closes stderr just before that,
+    # so what Python writes at exit (an atexit handler registered before pterun's) still comes out
+    code = f"""
+import atexit, sys
+atexit.register(lambda: sys.stderr.write("bye\\n"))
+from pterun import Runtime
+from pterun.delegates.xnnpack.litert_engine import compiled
+compiled.EXTERNAL_MIN_BYTES = 0
+m = Runtime().load_program({str(FIXTURES / 'xnn_mobilenet_v2.pte')!r}).load_method("forward")
+print(sorted({{type(ex._interp).__name__ for ex in m._runner.executors}}))
+"""
+    r = run_python(code)
+    assert r.returncode == 0, r.stderr
+    assert (r.stdout, r.stderr) == ("['Compiled']\n", "bye\n")
+
+
+def _rss_kb(path: str) -> int:
+    """Resident kB of this process's private mappings of ``path``."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            if "-" in line.split(" ", 1)[0]:
+                fields = line.split()
+                inside = len(fields) >= 6 and fields[5] == path and fields[1].endswith("p")
+            elif inside and line.startswith("Rss:"):
+                total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux's memory map")
+def test_the_packed_ranges_of_private_mappings_are_dropped_and_nothing_else(tmp_path):
+    from pterun.delegates.xnnpack.litert_engine.memory import release_mapped
+
+    path = str(tmp_path / "weights.bin")
+    size = 64 * mmap.PAGESIZE
+    with open(path, "wb") as f:
+        f.write(np.arange(size, dtype=np.uint8).tobytes())
+    st = os.stat(path)
+    with open(path, "rb") as f:
+        private = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)  # MAP_PRIVATE, as LiteRT maps
+    view = np.frombuffer(private, np.uint8)
+    assert int(view.sum(dtype=np.int64)) > 0  # every page touched
+    before = _rss_kb(path)
+    assert before >= size // 1024
+    half = size // 2
+    assert release_mapped([(path, st, 0, half, False)]) == 0  # not packed: kept
+    assert release_mapped([(path, st, 0, half, True)]) == half
+    assert _rss_kb(path) <= before - half // 1024
+    np.testing.assert_array_equal(view, np.arange(size, dtype=np.uint8))  # read back from the file, unchanged
+    del view
+    private.close()
