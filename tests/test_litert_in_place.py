@@ -127,3 +127,27 @@ def test_the_packed_ranges_of_private_mappings_are_dropped_and_nothing_else(tmp_
     np.testing.assert_array_equal(view, np.arange(size, dtype=np.uint8))  # read back from the file, unchanged
     del view
     private.close()
+
+
+def test_only_aligned_unchanged_runs_of_a_mapped_file_with_a_utf8_name_are_read_in_place(tmp_path):
+    from pterun.delegates.xnnpack.litert_engine.writer import _in_files
+    from pterun.format.mapped import remember
+    from pterun.sources import open_source
+
+    path = tmp_path / "p.pte"
+    path.write_bytes(bytes(range(256)) * 4)
+    mm, _, _ = open_source(str(path))
+    whole = np.frombuffer(mm, np.uint8)
+    blobs = [(1, whole[64:128], 0), (2, whole[96:160], 0), (3, whole[128:192], 0x88), (4, whole[256:512:2], 0),
+             (5, np.arange(64, dtype=np.uint8), 0), (6, whole[512:1024], 0)]
+    found = _in_files(blobs)
+    assert sorted(found) == [1, 6]
+    for b, offset in ((1, 64), (6, 512)):
+        where, st, (at, data) = found[b]
+        assert (where, at, st.st_ino) == (os.path.abspath(path), offset, os.stat(path).st_ino)
+        assert data is blobs[b - 1 if b == 1 else 5][1]
+    with open(path, "rb") as f:
+        other = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    remember(other, str(tmp_path / "caf\udce9.pte"), os.stat(path))  # a name not valid UTF-8
+    assert _in_files([(1, np.frombuffer(other, np.uint8)[64:128], 0)]) == {}
+    del whole

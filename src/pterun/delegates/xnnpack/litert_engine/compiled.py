@@ -183,10 +183,10 @@ def open_external(laid, num_threads: int, builtin_ok: bool = False):
     into the model's bytes, or None: they hold fewer than :data:`EXTERNAL_MIN_BYTES`, this LiteRT has no
     CompiledModel, the file at the path is no longer the one pterun mapped (checked before and after LiteRT opens
     it), LiteRT refuses the model, or XNNPACK does not take it whole (``builtin_ok`` as :func:`open_compiled`)."""
-    if sum(int(data.size) for _, data, _ in laid.blobs) < EXTERNAL_MIN_BYTES:
+    if laid.in_place_bytes < max(EXTERNAL_MIN_BYTES, 1):  # decided before a second layout is made
         return None
     ext = laid.external()
-    if ext is None or sum(size for _, _, _, size, _ in ext.files) < EXTERNAL_MIN_BYTES:
+    if ext is None:
         return None
     api = litert_api()
     files = {path: st for path, st, _, _, _ in ext.files}

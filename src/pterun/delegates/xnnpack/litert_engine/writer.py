@@ -41,6 +41,14 @@ class Unwritten(NamedTuple):
     #: ``relay()``: the same model with the constants it can read from program files as external buffers
     relay: object = None
 
+    @property
+    def in_place_bytes(self) -> int:
+        """How many bytes of constants :meth:`external` would read from program files, without laying it out."""
+        if self.relay is None:
+            return 0
+        found = _in_files([(k, data, xor) for k, (_, data, xor) in enumerate(self.blobs)])
+        return sum(int(data.size) for _, _, (_, data) in found.values())
+
     def external(self) -> Unwritten | None:
         """The same model laid out with every constant that is a run of a program file pterun mapped, 64-byte
         aligned there and not XORed, read from that file in place (``ExternalBuffer``, which only LiteRT's
@@ -231,7 +239,7 @@ def _in_files(blobs) -> dict:
         if where is None or where[1] % 64:
             continue
         named = file_of(where[0])
-        if named is not None:
+        if named is not None and _utf8(named[0]):  # the schema's strings are UTF-8
             found[b] = (named[0], named[1], (where[1], data))
     return found
 
@@ -271,3 +279,11 @@ def combine(members: list) -> Unwritten:
 
 def _tensor_maps(prefix: str, tensors: list) -> list[TFL.TensorMap]:
     return [TFL.TensorMap(f"{prefix}{j}", int(t)) for j, t in enumerate(tensors)]
+
+
+def _utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:  # a name the file system gave in bytes Python could not decode
+        return False
+    return True
