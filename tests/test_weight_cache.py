@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 import time
 
 import numpy as np
@@ -111,6 +112,29 @@ def test_the_cpu_identity_names_the_processor():
     assert isinstance(ident, str) and ident
     if os.path.exists("/proc/cpuinfo"):
         assert "flags" in ident or "Features" in ident
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/cpuinfo names the CPU on Linux only")
+def test_on_linux_the_cpu_is_named_without_starting_a_process(monkeypatch):
+    import platform
+
+    def refuse(*a, **k):
+        raise AssertionError("platform.processor() runs `uname -p` in a new process")
+
+    monkeypatch.setattr(platform, "processor", refuse)
+    monkeypatch.setattr(K, "_cpu", None)
+    ident = K.cpu_identity()
+    assert ident.splitlines()[0] == platform.machine() and ("flags" in ident or "Features" in ident)
+
+
+def test_the_keys_digest_is_sha256():
+    import hashlib
+
+    for data in (b"", b"abc", bytes(range(256)) * 4099):
+        assert K.sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    h = K.sha256(b"ab")
+    h.update(b"c")
+    assert h.hexdigest() == hashlib.sha256(b"abc").hexdigest()
 
 
 # -- the files -----------------------------------------------------------------------------------------------------
@@ -378,7 +402,7 @@ def test_new_input_shapes_resize_a_cached_model(tmp_path, monkeypatch):
 
 
 @needs_litert
-def test_a_cached_program_prints_nothing_and_imports_none_of_litert_s_python_layer(tmp_path):
+def test_a_cached_program_prints_nothing_and_imports_none_of_litert_s_python_layer_nor_what_costs_a_load(tmp_path):
     code = f"""
 import numpy as np
 from pterun import Runtime
@@ -392,11 +416,13 @@ import sys
 # LiteRT's CompiledModel ran through its bindings: none of the Python layer over them was imported
 print(compiled.used(), sorted(n for n in sys.modules if n.split(".")[-1] in ("compiled_model", "tensor_buffer",
                                                                            "options", "environment")))
+# naming the model took OpenSSL's import (~4 ms: hashlib) and a `uname -p` process (~15 ms: subprocess)
+print(sorted(n for n in ("hashlib", "subprocess") if n in sys.modules))
 sys.stderr.write("END\\n"); sys.stderr.flush()
 """
     r = run_python(code)
     assert r.returncode == 0, r.stderr
-    assert r.stdout == "True []\n"
+    assert r.stdout == "True []\n[]\n"
     before_exit, at_exit = r.stderr.split("END\n")
     assert before_exit == "", before_exit
     # what LiteRT's own environment logs as the process ends is beyond reach (the module docstring of .compiled)

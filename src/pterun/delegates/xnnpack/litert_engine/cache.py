@@ -64,12 +64,14 @@ _cpu = None
 
 
 def cpu_identity() -> str:
-    """What names this CPU for XNNPACK's choice of microkernels: on Linux the first processor's vendor, model and
-    feature flags (``/proc/cpuinfo``), elsewhere the platform's processor and machine names."""
+    """What names this CPU for XNNPACK's choice of microkernels: the machine's name and, on Linux, the first
+    processor's vendor, model and feature flags (``/proc/cpuinfo``), elsewhere the platform's processor name."""
     global _cpu
     if _cpu is None:
-        parts = [platform.machine(), platform.processor()]
-        if sys.platform.startswith("linux"):
+        parts = [platform.machine()]
+        if not sys.platform.startswith("linux"):
+            parts.append(platform.processor())  # on Linux it runs ``uname -p`` (~15 ms) and says less than cpuinfo
+        else:
             try:
                 with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
                     text = f.read().split("\n\n", 1)[0]
@@ -82,6 +84,23 @@ def cpu_identity() -> str:
     return _cpu
 
 
+def sha256(data: bytes = b""):
+    """A SHA-256 hash object: CPython's own module where it has one, which imports in ~0.4 ms where ``hashlib``
+    takes ~4 ms (it loads OpenSSL) of every load that looks in the cache; else ``hashlib``'s. The digests are the
+    same; only the first sight of a program file hashes more than a few KB (:func:`digest`: 1 MB, ~4 ms)."""
+    global _sha256
+    if _sha256 is None:
+        for name in ("_sha2", "_sha256", "hashlib"):  # Python 3.12+, 3.10-3.11, elsewhere
+            try:
+                _sha256 = __import__(name).sha256
+                break
+            except (ImportError, AttributeError):
+                continue
+    return _sha256(data)
+
+
+_sha256 = None
+
 #: a digest covers its data's first bytes whole
 _HEAD = 1 << 20
 
@@ -90,10 +109,8 @@ def digest(data) -> str:
     """A SHA-256 hex digest over the length of ``data`` (bytes-like), its first :data:`_HEAD` bytes, and a CRC-32
     of all of it. The CRC stands for the weights: it catches any accidental change of them (all but one in 2**32)
     at 2-6 GB/s, where SHA-256 over them took 31 ms of ResNet18's load."""
-    import hashlib  # here: only a load that uses the cache pays for its import (~3 ms)
-
     view = memoryview(data).cast("B")
-    h = hashlib.sha256(f"{len(view)}\n{zlib.crc32(view):08x}\n".encode())
+    h = sha256(f"{len(view)}\n{zlib.crc32(view):08x}\n".encode())
     h.update(view[:_HEAD])
     return h.hexdigest()
 
@@ -103,9 +120,7 @@ def model_key(laid, litert_version: str, cache: Cache | None = None) -> str:
     over the format, LiteRT's version, the CPU, the flatbuffer and each constant's place, size, XOR byte and
     source. A constant that is a contiguous run of a program file pterun mapped is named by the file's digest
     (:meth:`Cache.file_digest`, remembered under ``cache``) and its offset; any other by a CRC-32 of its bytes."""
-    import hashlib
-
-    h = hashlib.sha256(f"pterun xnnpack model {FORMAT}\n{litert_version}\n{cpu_identity()}\n{laid.size}\n"
+    h = sha256(f"pterun xnnpack model {FORMAT}\n{litert_version}\n{cpu_identity()}\n{laid.size}\n"
                        f"{laid.at}\n".encode())
     h.update(laid.fb)
     files: dict[int, str | None] = {}
@@ -209,11 +224,9 @@ class Cache:
         if found is None:
             return None
         path, st = found
-        import hashlib
-
         ident = "\0".join(map(str, (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns,
                                      st.st_ctime_ns)))
-        note = self._path(hashlib.sha256(ident.encode()).hexdigest(), _FILE)
+        note = self._path(sha256(ident.encode()).hexdigest(), _FILE)
         changed = max(st.st_mtime_ns, st.st_ctime_ns) / 1e9
         try:
             with open(note, encoding="utf-8") as f:
