@@ -87,10 +87,12 @@ def _litert_version() -> str:
 
 
 #: A model whose packed weights (the bytes of ``packed`` ranges) are fewer than this does not use the cache: its
-#: packing is cheaper than what a cached load adds (LiteRT's CompiledModel API imported, its objects made, the
-#: key computed). Measured here (2-core Zen 5): MobileNetV2's 14 MB loaded in 54 ms uncached, 65 ms cached;
-#: ResNet18's 45 MB in 123 ms uncached, 103 ms cached; a 130M 8da4w Llama's 55 MB in 602 and 525 ms.
-CACHE_MIN_BYTES = 24 << 20
+#: packing is cheaper than what a cached load adds (its key computed, its files looked up, LiteRT's CompiledModel
+#: made). Measured on a 2-core Zen 3, alternating fresh processes (``load_program`` + ``load_method``), once
+#: LiteRT's bindings replaced its Python layer and the CPU's name no longer started a process: MobileNetV2's 14
+#: MB in 41-64 ms cached against 59-85 ms uncached (medians 52 and 76); the MLP's 0.1 MB in 14-21 against 11-17 ms.
+#: (It was 24 MiB while a cached load cost ~30 ms more: MobileNetV2 then loaded slower cached.)
+CACHE_MIN_BYTES = 4 << 20
 
 
 def _packed_bytes(packed) -> int:
