@@ -416,7 +416,7 @@ import sys
 # LiteRT's CompiledModel ran through its bindings: none of the Python layer over them was imported
 print(compiled.used(), sorted(n for n in sys.modules if n.split(".")[-1] in ("compiled_model", "tensor_buffer",
                                                                            "options", "environment")))
-# naming the model took OpenSSL's import (~4 ms: hashlib) and a `uname -p` process (~15 ms: subprocess)
+# naming the model once took OpenSSL's import (~4 ms: hashlib) and a `uname -p` process (~15 ms: subprocess)
 print(sorted(n for n in ("hashlib", "subprocess") if n in sys.modules))
 sys.stderr.write("END\\n"); sys.stderr.flush()
 """

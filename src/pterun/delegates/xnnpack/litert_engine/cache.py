@@ -121,7 +121,7 @@ def model_key(laid, litert_version: str, cache: Cache | None = None) -> str:
     source. A constant that is a contiguous run of a program file pterun mapped is named by the file's digest
     (:meth:`Cache.file_digest`, remembered under ``cache``) and its offset; any other by a CRC-32 of its bytes."""
     h = sha256(f"pterun xnnpack model {FORMAT}\n{litert_version}\n{cpu_identity()}\n{laid.size}\n"
-                       f"{laid.at}\n".encode())
+               f"{laid.at}\n".encode())
     h.update(laid.fb)
     files: dict[int, str | None] = {}
     for start, data, xor in laid.blobs:

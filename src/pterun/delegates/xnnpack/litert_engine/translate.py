@@ -26,7 +26,8 @@ __all__ = ["Part", "Translation", "combine", "translate", "translate_laid", "tra
 
 F32 = np.float32
 _TYPES = {G.BOOL: "BOOL", G.INT64: "INT64", G.FP32: "FLOAT32", G.FP16: "FLOAT16", G.INT32: "INT32", G.QINT8: "INT8",
-          G.QUINT8: "UINT8", G.QINT32: "INT32", G.QCINT8: "INT8", G.QCINT32: "INT32", G.QCINT4: "INT4", G.QBINT4: "INT4"}
+          G.QUINT8: "UINT8", G.QINT32: "INT32", G.QCINT8: "INT8", G.QCINT32: "INT32", G.QCINT4: "INT4",
+          G.QBINT4: "INT4"}
 _FUSES = frozenset({"Conv2d", "DepthwiseConv2d", "FullyConnected", "Add", "Subtract", "Multiply", "Div",
                     "MaxPooling2d", "AvgPooling2d", "Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5"})
 
