@@ -142,10 +142,11 @@ def test_only_aligned_unchanged_runs_of_a_mapped_file_with_a_utf8_name_are_read_
              (5, np.arange(64, dtype=np.uint8), 0), (6, whole[512:1024], 0)]
     found = _in_files(blobs)
     assert sorted(found) == [1, 6]
-    for b, offset in ((1, 64), (6, 512)):
+    for k, offset in ((0, 64), (5, 512)):
+        b, source, _ = blobs[k]
         where, st, (at, data) = found[b]
         assert (where, at, st.st_ino) == (os.path.abspath(path), offset, os.stat(path).st_ino)
-        assert data is blobs[b - 1 if b == 1 else 5][1]
+        assert data is source
     with open(path, "rb") as f:
         other = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     remember(other, str(tmp_path / "caf\udce9.pte"), os.stat(path))  # a name not valid UTF-8

@@ -61,6 +61,7 @@ NOTE_LOADS = 1
 #: a scratch file older than this (seconds) was left by a process that died while writing it
 _STALE = 3600
 _cpu = None
+_sha256 = None  # the SHA-256 constructor :func:`sha256` found
 
 
 def cpu_identity() -> str:
@@ -69,9 +70,7 @@ def cpu_identity() -> str:
     global _cpu
     if _cpu is None:
         parts = [platform.machine()]
-        if not sys.platform.startswith("linux"):
-            parts.append(platform.processor())  # on Linux it runs ``uname -p`` (~15 ms) and says less than cpuinfo
-        else:
+        if sys.platform.startswith("linux"):  # not platform.processor(): it runs ``uname -p`` there (~15 ms)
             try:
                 with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
                     text = f.read().split("\n\n", 1)[0]
@@ -80,6 +79,8 @@ def cpu_identity() -> str:
             parts += [line for line in text.splitlines()
                       if line.split(":")[0].strip() in ("vendor_id", "model name", "cpu family", "model", "flags",
                                                          "Features", "CPU implementer", "CPU part")]
+        else:
+            parts.append(platform.processor())
         _cpu = "\n".join(parts)
     return _cpu
 
@@ -97,9 +98,6 @@ def sha256(data: bytes = b""):
             except (ImportError, AttributeError):
                 continue
     return _sha256(data)
-
-
-_sha256 = None
 
 #: a digest covers its data's first bytes whole
 _HEAD = 1 << 20
