@@ -39,7 +39,8 @@ from __future__ import annotations
 import operator
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
+
+from pterun._record import Fields
 
 __all__ = [
     "BLAS_ENV",
@@ -223,7 +224,7 @@ def blas_env_set() -> list[str]:
     return [v for v in BLAS_ENV if os.environ.get(v)]
 
 
-class Settings(NamedTuple):
+class Settings(Fields):
     """How one program loads and runs, decided once by :func:`resolve` when it is loaded.
 
     ``engine``: what runs XNNPACK delegates (:data:`ENGINE_CHOICES`); ``tensor_output``: what tensor outputs are

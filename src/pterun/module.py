@@ -31,8 +31,9 @@ Example::
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence, Union
+from typing import TYPE_CHECKING, Any, Sequence, Union
 
+from pterun._record import Fields
 from pterun.errors import NotSupportedError, PterunError
 from pterun.format.program import EXTERNAL, TENSOR
 from pterun.runtime import MethodMeta, Program, Runtime, Verification
@@ -47,7 +48,7 @@ __all__ = ["Module", "IOInfo", "_load_for_executorch", "_load_for_executorch_fro
 PathOrBytes = Union[str, "os.PathLike[str]", bytes, bytearray, memoryview]
 
 
-class IOInfo(NamedTuple):
+class IOInfo(Fields):
     """One input or output of a method, onnxruntime-style (``NodeArg``): ``name`` is ``input_N``/``output_N``
     (programs carry no names), ``dtype`` the NumPy dtype name (None for non-tensors), ``shape`` the sizes (upper
     bounds when ``dynamic``; None for non-tensors)."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import json
 import os
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.errors import InvalidArgumentError
 from pterun.interp.observe import TraceEntry
 
@@ -60,7 +60,7 @@ def load(path: str | os.PathLike) -> list[TraceEntry]:
                 for k, m in enumerate(head["entries"])]
 
 
-class Divergence(NamedTuple):
+class Divergence(Fields):
     """The first entry of trace ``a`` whose outputs differ from trace ``b``'s for the same instruction."""
 
     position: int  # in trace a

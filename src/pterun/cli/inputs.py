@@ -12,10 +12,10 @@ Example::
 from __future__ import annotations
 
 import time
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.cli.files import InputError, default_method, load
 from pterun.errors import PterunError
 
@@ -131,7 +131,7 @@ def inputs_for(args, program, bundle, method) -> tuple[list, str]:
     return random_inputs(program, method.metadata, args.seed)
 
 
-class Prepared(NamedTuple):
+class Prepared(Fields):
     """A command's method, ready to run: its name, how long ``load_method`` took, its inputs and where they came
     from."""
     method: object

@@ -18,14 +18,16 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, MutableMapping
 from types import MappingProxyType
-from typing import Callable, NamedTuple, Protocol
+from typing import Callable, Protocol
 
 import numpy as np
+
+from pterun._record import Fields
 
 __all__ = ["Backend", "DelegateContext", "DelegateInfo", "KernelArg", "BACKENDS", "register_backend"]
 
 
-class DelegateContext(NamedTuple):
+class DelegateContext(Fields):
     """What a backend may need at init besides its blob.
 
     ``named_data(key)`` looks up a named-data blob (the program's ``named_data`` and any ``.ptd`` files) as a
@@ -62,7 +64,7 @@ class DelegateContext(NamedTuple):
     exact: bool = False
 
 
-class KernelArg(NamedTuple):
+class KernelArg(Fields):
     """A tensor argument of an operator a merged graph holds as a kernel (the ``kernel`` form of
     :class:`pterun.interp.merge.Absorbed`, whose ``attrs["args"]`` are the operator's schema arguments with the
     tensors replaced by these): ``out`` says whether the operator writes it, ``index`` is its position among the
@@ -78,7 +80,7 @@ class KernelArg(NamedTuple):
     given: bool = False
 
 
-class DelegateInfo(NamedTuple):
+class DelegateInfo(Fields):
     """How one delegate of a loaded method runs: its ``index`` in the method, its ``backend``, the ``engine`` that
     runs it (``"litert"`` or ``"numpy"`` for XNNPACK; None for a backend with a single engine) and, when the
     XNNPACK delegate runs on the NumPy engine although LiteRT was allowed, the ``reason``."""

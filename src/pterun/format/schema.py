@@ -13,12 +13,10 @@ Example::
 from __future__ import annotations
 
 import math
-from collections import namedtuple
-from typing import NamedTuple
 
 import numpy as np
 
-from pterun._record import Record
+from pterun._record import Fields, Record, fields_type
 from pterun import dtypes
 
 # EValue union tags (KernelTypes)
@@ -47,8 +45,7 @@ INPUT_TAGS = frozenset({TENSOR, INT, DOUBLE, BOOL, STRING, NULL})  # what a call
 def _table(name: str, fields: str):
     """The vtable slot of each field of a flatbuffer table, in schema order (a union field is two: its ``_type``
     and its value): field ``k`` is slot ``4 + 2 * k``."""
-    names = fields.split()
-    return namedtuple(name, names)(*(4 + 2 * k for k in range(len(names))))
+    return fields_type(name, fields, __name__)(*(4 + 2 * k for k in range(len(fields.split()))))
 
 
 # The tables pterun reads, field by field as schema/program.fbs declares them (fields are only ever appended, so
@@ -109,7 +106,7 @@ class TensorDesc(Record):
         return self.memory_id is not None or self.data_buffer_idx != 0
 
 
-class EValue(NamedTuple):
+class EValue(Fields):
     """One value of a method's value table: its union ``tag`` (INT, TENSOR, ...: :data:`TAG_NAMES`) and ``val``:
     a :class:`TensorDesc`, a Python scalar or string, a tuple of raw values (DoubleList, BoolList) or a tuple of
     value indices (IntList, TensorList, OptionalTensorList; -1 is an absent optional tensor), or None."""
@@ -117,15 +114,21 @@ class EValue(NamedTuple):
     tag: int
     val: object
 
+    def __new__(cls, tag: int, val: object):  # one per value of a method: the plain tuple's construction
+        return tuple.__new__(cls, (tag, val))
+
 
 def _instruction(name: str, kind: int, fields: str, doc: str):
-    base = namedtuple(name, "kind " + fields)
+    """A record ``(kind, *fields)`` built from ``fields`` alone (``kind`` is the class's)."""
+    n, own = len(fields.split()), fields_type(name, fields, __name__)  # ``own`` takes keyword arguments
 
     def __new__(cls, *args, **kwargs):
-        return base.__new__(cls, kind, *args, **kwargs)
+        if kwargs or len(args) != n:
+            args = own(*args, **kwargs)
+        return tuple.__new__(cls, (kind, *args))
 
-    return type(name, (base,), {"__slots__": (), "__new__": __new__, "__doc__": doc, "KIND": kind,
-                                "_make": classmethod(lambda cls, it: tuple.__new__(cls, it))})
+    return fields_type(name, "kind " + fields, __name__, {"__new__": __new__, "__doc__": doc, "KIND": kind,
+                                                          "__getnewargs__": lambda self: tuple(self[1:])})
 
 
 # The instructions of a chain, named and fielded as ExecuTorch's schema (program.fbs: InstructionArguments).

@@ -14,8 +14,8 @@ Example::
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
+from pterun._record import Fields
 from pterun.errors import NotSupportedError, OperatorMissingError
 from pterun.format.schema import (BOOL, CPU, DELEGATE_CALL, DEVICE_NAMES, DOUBLE, DYNAMIC_UNBOUND, FREE_CALL, INT,
                                   KERNEL_CALL, MOVE_CALL, STATIC, TENSOR, ExecutionPlan)
@@ -25,7 +25,7 @@ from pterun.interp.tensor import Tensor
 __all__ = ["Analysis", "analyse", "check_supported", "find_volatile"]
 
 
-class Analysis(NamedTuple):
+class Analysis(Fields):
     """What the plan says of a method once its memory is laid out.
 
     ``tags`` per value slot; ``volatile``: slots whose content or tensor view can change while it runs;

@@ -16,10 +16,10 @@ Example::
 from __future__ import annotations
 
 from functools import cache, partial
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun import threads
 from pterun._log import logger
 from pterun.config import Settings
@@ -36,7 +36,7 @@ from pterun.interp.tensor import Tensor
 __all__ = ["Delegates", "Merged", "Source", "load_delegates"]
 
 
-class Merged(NamedTuple):
+class Merged(Fields):
     """One merged call: the run it stands for, its executor, and its argument slots (inputs, then outputs)."""
 
     run: Run
@@ -44,7 +44,7 @@ class Merged(NamedTuple):
     args: tuple
 
 
-class Delegates(NamedTuple):
+class Delegates(Fields):
     """``executors`` per delegate index; ``merged``: (chain, first instruction) -> :class:`Merged`;
     ``absorbed``: (chain, instruction) of every instruction a merged call runs (deferred ones included)."""
 
@@ -53,7 +53,7 @@ class Delegates(NamedTuple):
     absorbed: frozenset
 
 
-class Source(NamedTuple):
+class Source(Fields):
     """Where a method comes from: its file (``pf``, a ProgramFile), its plan, and its name for messages."""
 
     pf: object

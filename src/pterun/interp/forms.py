@@ -12,10 +12,10 @@ Example::
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.delegates import KernelArg
 from pterun.errors import InvalidProgramError
 from pterun.format.schema import BOOL, DOUBLE, INT, INT_LIST, NULL, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
@@ -26,7 +26,7 @@ from pterun.interp.tensor import Tensor
 __all__ = ["Absorbed", "KERNEL_DTYPES", "absorbed_op", "const_int", "kernel_op"]
 
 
-class Absorbed(NamedTuple):
+class Absorbed(Fields):
     """An operator a backend may run inside a merged graph. ``op`` is the operation (``"mean"``; ``"kernel"``
     for an operator held as itself, :func:`kernel_op`); ``inputs`` and ``outputs`` are value slots; ``attrs`` its
     parameters resolved at load (``axes``, ``keepdim``)."""

@@ -24,8 +24,8 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple
 
+from pterun._record import Fields
 from pterun.delegates import KernelArg
 from pterun.format.schema import (DELEGATE_CALL, FREE_CALL, INT_LIST, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
                                   OPT_TENSOR_LIST, TENSOR_LIST)
@@ -38,14 +38,14 @@ __all__ = ["Absorbed", "DelegatePart", "Run", "absorbed_op", "const_int", "find_
            "slots_read_outside"]
 
 
-class DelegatePart(NamedTuple):
+class DelegatePart(Fields):
     """A DelegateCall inside a run: the delegate's index and the call's argument slots."""
 
     delegate_index: int
     args: tuple
 
 
-class Run(NamedTuple):
+class Run(Fields):
     """Instructions ``start..stop-1`` of chain ``chain``: the parts in order (DelegatePart or Absorbed), the
     backend they all belong to, and the instructions among them that run after the merged call, in order
     (``deferred``), and before it (``ahead``: :mod:`.moves`)."""

@@ -20,10 +20,11 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.errors import InvalidProgramError, KernelError
 from pterun.format.schema import INT_LIST, OPT_TENSOR_LIST, TENSOR, TENSOR_LIST
 from pterun.interp.loop import JumpFalse
@@ -64,7 +65,7 @@ class Event:
 Hook = Callable[["Event", Callable[[], Any]], Any]
 
 
-class TraceEntry(NamedTuple):
+class TraceEntry(Fields):
     """One executed (or folded at load) instruction or delegate node and copies of its outputs."""
 
     chain: int

@@ -18,10 +18,10 @@ Example::
 from __future__ import annotations
 
 from functools import partial
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.errors import InvalidProgramError
 from pterun.format.schema import (BOOL, DELEGATE_CALL, DOUBLE, FREE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL,
                                   TAG_NAMES, TENSOR)
@@ -36,7 +36,7 @@ from pterun.interp.tensor import Tensor
 __all__ = ["Chain", "RandomSource", "Steps", "build_steps"]
 
 
-class Chain(NamedTuple):
+class Chain(Fields):
     """One chain, ready to run. ``steps`` in order; ``jumps``: empty for a chain without jumps, else per position
     None for a step or the JumpFalse's ``target``; ``info``: per step (name, arguments, the program's instruction
     index), for errors; ``events``: per step, what an execute hook is shown (pterun.interp.observe); ``delegates``:
@@ -49,7 +49,7 @@ class Chain(NamedTuple):
     delegates: dict
 
 
-class Steps(NamedTuple):
+class Steps(Fields):
     """What step building returns: the ``chains``; ``folded``: (chain, instruction, operator) of each instruction
     computed at load, and ``folded_events`` the same as Method.trace reports them; ``random``: the method's
     random generator (:class:`RandomSource`); ``only_call``: see :mod:`pterun.interp.direct`."""

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import math
 import struct
-from collections import namedtuple
 from collections.abc import Callable
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.delegates.xnnpack.validate import validate
 from pterun.errors import DelegateError, PterunError
 from pterun import dtypes
@@ -123,20 +123,34 @@ NODE_TYPES: dict[int, tuple[str, tuple]] = {
 
 
 # Plain immutable records (named tuples: defining them costs far less import time than dataclasses).
-class Quant(namedtuple("Quant", "kind scale zero_point channel_dim group_size num_nonbatch_dims",
-                       defaults=(1.0, 0, 0, 0, 1))):
+class Quant(Fields):
     """Quantization of one value: ``kind`` is PER_TENSOR, PER_CHANNEL, PER_CHANNEL_GROUP or PER_TOKEN; ``scale``
     is a float (per tensor) or a float32 array (per channel/group)."""
 
-    __slots__ = ()
+    kind: int
+    scale: object = 1.0
+    zero_point: object = 0
+    channel_dim: int = 0
+    group_size: int = 0
+    num_nonbatch_dims: int = 1
 
 
-class Value(namedtuple("Value", "id datatype dims external_id flags data quant dq_datatype", defaults=(0,))):
+class Value(Fields):
     """One graph value: ``external_id`` is its position in the DelegateCall args (None when internal); ``data``
     the raw constant bytes (read-only uint8, None when not constant); ``dq_datatype`` marks a legacy external
     fp32 input the runtime quantizes dynamically."""
 
-    __slots__ = ()
+    id: int
+    datatype: int
+    dims: tuple
+    external_id: int | None
+    flags: int
+    data: object
+    quant: Quant | None
+    dq_datatype: int = 0
+
+    def __new__(cls, id, datatype, dims, external_id, flags, data, quant, dq_datatype=0):  # one per value
+        return tuple.__new__(cls, (id, datatype, dims, external_id, flags, data, quant, dq_datatype))
 
     @property
     def dtype_name(self) -> str:
@@ -146,10 +160,19 @@ class Value(namedtuple("Value", "id datatype dims external_id flags data quant d
         return f"value {self.id} ({self.dtype_name} {list(self.dims)})"
 
 
-class Node(namedtuple("Node", "index kind name fields output_min output_max debug_handle")):
+class Node(Fields):
     """One graph node; its type-specific fields read as attributes (``node.input_id``)."""
 
-    __slots__ = ()
+    index: int
+    kind: int
+    name: str
+    fields: dict
+    output_min: float
+    output_max: float
+    debug_handle: int
+
+    def __new__(cls, index, kind, name, fields, output_min, output_max, debug_handle):  # one per node
+        return tuple.__new__(cls, (index, kind, name, fields, output_min, output_max, debug_handle))
 
     def __getattr__(self, item):  # node.input_id etc.; only called for names that are not record fields
         try:
@@ -161,10 +184,12 @@ class Node(namedtuple("Node", "index kind name fields output_min output_max debu
         return f"node {self.index} (XNN{self.name})"
 
 
-class Graph(namedtuple("Graph", "values nodes num_externs")):
+class Graph(Fields):
     """``values`` by id (in definition order), ``nodes`` in execution order, ``num_externs``."""
 
-    __slots__ = ()
+    values: dict
+    nodes: list
+    num_externs: int
 
 
 def _fail(what: str) -> DelegateError:

@@ -10,10 +10,10 @@ delegate takes no stand-alone int8 clamp), and the node order is checked. Anythi
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.litert_engine.attention import AttentionRules
 from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
@@ -282,7 +282,7 @@ class _Translator(NodeRules, KernelRules, AttentionRules, ModelWriter):
         return ins, outs
 
 
-class Translation(NamedTuple):
+class Translation(Fields):
     """A graph as a TFLite model: its bytes (None where a cached file of them is what LiteRT read, or before they
     are written: :func:`translate_laid`), the tensor index of each external input and output (in external-id
     order), whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME), the tensors
@@ -301,7 +301,7 @@ class Translation(NamedTuple):
     builtin: frozenset = frozenset()
 
 
-class Part(NamedTuple):
+class Part(Fields):
     """A graph translated but not yet written (see :func:`translate_part`): the translator holding its tensors,
     operators and constants, and the tensor index of each external input and output."""
 

@@ -9,10 +9,10 @@ bytes.
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.delegates.xnnpack.litert_engine import tflite as TFL
 from pterun.delegates.xnnpack.litert_engine.memory import mapping_of, new_bytes
 from pterun.format.mapped import file_of
@@ -24,7 +24,7 @@ __all__ = ["ModelWriter", "Unwritten", "combine"]
 _VERSIONS = {"BROADCAST_TO": 2}
 
 
-class Unwritten(NamedTuple):
+class Unwritten(Fields):
     """A model laid out but not yet written: its flatbuffer (``fb``, every buffer's offset and size set), where
     constant data starts (``at``), each constant's (offset, source array, XOR byte), the model's size, and the
     (offset, size) ranges only XNNPACK's weight packing reads. :meth:`fill` writes the bytes; the packed-weight

@@ -17,11 +17,11 @@ Example::
 from __future__ import annotations
 
 import math
-from collections import namedtuple
 from collections.abc import Callable
 
 import numpy as np
 
+from pterun._record import Fields
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack import quant as Q
 from pterun.delegates.xnnpack.numpy_engine.pointwise import clip
@@ -32,11 +32,15 @@ F32 = np.float32
 Step = Callable[[list], None]
 
 
-class Rep(namedtuple("Rep", "kind dtype scale zero_point nonbatch_dims", defaults=(1.0, 0, 1))):
+class Rep(Fields):
     """How one value is held at run time: ``kind`` is "float", "static" (per-tensor int8/uint8/int32), "dynamic"
     (qdint8), "int" or "bool" (a merged graph's kernel nodes); ``dtype`` the storage dtype. Immutable."""
 
-    __slots__ = ()
+    kind: str
+    dtype: object
+    scale: object = 1.0
+    zero_point: int = 0
+    nonbatch_dims: int = 1
 
     def real(self) -> Callable | None:
         """array -> real float32 values, or None when the stored array already is that."""

@@ -16,20 +16,25 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import namedtuple
 
 import numpy as np
+
+from pterun._record import Fields
 
 F32 = np.float32
 
 
 
-class Geometry(namedtuple("Geometry", "padding kernel stride dilation same_padding", defaults=(False,))):
+class Geometry(Fields):
     """Padding (top, right, bottom, left), kernel (h, w), stride (h, w) and dilation (h, w) of a 2-D window;
     ``same_padding``: TensorFlow SAME, the padding derived from the input size at run time. Immutable and
     hashable (a cache key)."""
 
-    __slots__ = ()
+    padding: tuple
+    kernel: tuple
+    stride: tuple
+    dilation: tuple
+    same_padding: bool = False
 
     def pads(self, h: int, w: int) -> tuple[int, int, int, int]:
         if not self.same_padding:
