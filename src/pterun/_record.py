@@ -82,6 +82,7 @@ class _FieldsMeta(type):
                     raise TypeError(f"{name}: field {field!r} without a default follows fields with defaults")
                 ns[field] = _tuplegetter(k, f"Alias for field number {k}")
             ns["_fields"], ns["_field_defaults"], ns["__match_args__"] = names, defaults, names
+            ns["_index"] = {field: k for k, field in enumerate(names)}
         ns.setdefault("__slots__", ())
         return super().__new__(mcls, name, bases, ns)
 
@@ -123,10 +124,15 @@ class Fields(tuple, metaclass=_FieldsMeta):
             raise TypeError(f"{cls.__name__} takes {len(cls._fields)} fields, got {len(values)}")
         return tuple.__new__(cls, values)
 
+    _index = {}  # field name -> position (set by the metaclass)
+
     def _replace(self, **changes) -> Fields:
-        values = tuple(changes.pop(f, v) for f, v in zip(self._fields, self))
-        if changes:
-            raise TypeError(f"{type(self).__name__} has no field {next(iter(changes))!r}")
+        values, index = list(self), self._index
+        for field, value in changes.items():
+            k = index.get(field)
+            if k is None:
+                raise TypeError(f"{type(self).__name__} has no field {field!r}")
+            values[k] = value
         return tuple.__new__(type(self), values)
 
     def _asdict(self) -> dict:
