@@ -35,7 +35,7 @@ _VT_HEAD = struct.Struct("<HH")  # a vtable's own size and its table's size
 class Buffer:
     """Bytes plus a name for error messages; every read is bounds-checked."""
 
-    __slots__ = ("data", "size", "name", "_np", "error")
+    __slots__ = ("data", "size", "name", "_np", "error", "vtables")
 
     def __init__(self, data, name: str = "buffer", error: type[Exception] = InvalidProgramError):
         self.data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
@@ -43,6 +43,9 @@ class Buffer:
         self.name = name
         self.error = error
         self._np = None
+        #: vtable offset -> (its table's size, its field offsets), each read and checked once: flatbuffer writers
+        #: share one vtable among the tables of a shape, so a program's thousands of tables have a few dozen
+        self.vtables: dict[int, tuple[int, tuple]] = {}
 
     def fail(self, what: str) -> Exception:
         return self.error(f"{self.name}: {what}")
@@ -79,7 +82,7 @@ class Buffer:
 class Table:
     """One flatbuffer table: ``pos`` is where it starts, its vtable is read on creation."""
 
-    __slots__ = ("buf", "pos", "vt", "vt_size", "kind", "offs")
+    __slots__ = ("buf", "pos", "vt", "kind", "offs")
 
     def __init__(self, buf: Buffer, pos: int, kind: str = "table"):
         self.buf = buf
@@ -90,19 +93,21 @@ class Table:
         if pos < 0 or pos + 4 > size:
             raise buf.fail(f"{kind} header at offset {pos} lies outside the {size}-byte buffer")
         vt = pos - _I32.unpack_from(data, pos)[0]
-        if vt < 0 or vt + 4 > size:
-            raise buf.fail(f"{kind} vtable at offset {vt} lies outside the {size}-byte buffer")
-        vt_size, table_size = _VT_HEAD.unpack_from(data, vt)
-        if vt_size < 4 or vt_size % 2:
-            raise buf.fail(f"{kind} vtable at offset {vt} has invalid size {vt_size}")
-        if vt + vt_size > size:
-            buf.check(vt, vt_size, f"{kind} vtable")
+        known = buf.vtables.get(vt)
+        if known is None:
+            if vt < 0 or vt + 4 > size:
+                raise buf.fail(f"{kind} vtable at offset {vt} lies outside the {size}-byte buffer")
+            vt_size, table_size = _VT_HEAD.unpack_from(data, vt)
+            if vt_size < 4 or vt_size % 2:
+                raise buf.fail(f"{kind} vtable at offset {vt} has invalid size {vt_size}")
+            if vt + vt_size > size:
+                buf.check(vt, vt_size, f"{kind} vtable")
+            # every field offset at once: one unpack here instead of one per field read
+            known = buf.vtables[vt] = (table_size, struct.unpack_from(f"<{(vt_size - 4) >> 1}H", data, vt + 4))
+        table_size, self.offs = known
+        self.vt = vt
         if pos + max(table_size, 4) > size:
             buf.check(pos, max(table_size, 4), kind)
-        self.vt = vt
-        self.vt_size = vt_size
-        # every field offset at once: one unpack here instead of one per field read
-        self.offs = struct.unpack_from(f"<{(vt_size - 4) >> 1}H", data, vt + 4)
 
     @classmethod
     def root(cls, buf: Buffer, kind: str = "root table") -> "Table":
@@ -230,12 +235,11 @@ class Table:
 
     def tables(self, slot: int, kind: str = "table") -> list["Table"]:
         start, n = self._vector(slot, 4)
-        out = []
-        unpack = self.buf.unpack
-        for i in range(n):
-            p = start + 4 * i
-            out.append(Table(self.buf, p + unpack(_U32, p), kind))
-        return out
+        if not n:
+            return []
+        buf = self.buf  # the offsets all at once (the vector lies inside the buffer: _vector checked it)
+        offsets = struct.unpack_from(f"<{n}I", buf.data, start)
+        return [Table(buf, start + 4 * i + off, kind) for i, off in enumerate(offsets)]
 
     def strings(self, slot: int) -> list[str]:
         start, n = self._vector(slot, 4)

@@ -338,7 +338,7 @@ class _GraphReader:
         datatype = tv.i16(4)
         if datatype not in DATATYPE_NAMES:
             raise _fail(f"value {i} has invalid datatype {datatype}")
-        dims = tuple(int(d) for d in tv.array(8, np.uint32))
+        dims = tv.values(8, "I")
         if tv.u32(6) != len(dims):
             raise _fail(f"value {i} says num_dims={tv.u32(6)} but has {len(dims)} dims")
         if len(dims) > MAX_DIMS:
