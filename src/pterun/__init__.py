@@ -51,16 +51,20 @@ _LAZY.update({name: "pterun.module" for name in ("Module", "IOInfo", "_load_for_
 
 def __getattr__(name: str) -> object:
     import importlib
-    import importlib.util
 
     where = _LAZY.get(name)
     if where is not None:
         value = getattr(importlib.import_module(where), name)
         globals()[name] = value  # found directly from now on
         return value
-    if not name.startswith("__") and importlib.util.find_spec(f"pterun.{name}") is not None:
-        # ``import pterun; pterun.threads.set_num_threads(2)`` worked when the runtime came with the package
-        return importlib.import_module(f"pterun.{name}")
+    if not name.startswith("__"):
+        # ``import pterun; pterun.threads.set_num_threads(2)`` worked when the runtime came with the package, and
+        # ``from pterun import dtypes`` asks here first: the submodule is imported (no search of the path before)
+        try:
+            return importlib.import_module(f"pterun.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"pterun.{name}":
+                raise
     raise AttributeError(f"module 'pterun' has no attribute {name!r}")
 
 
