@@ -121,3 +121,17 @@ def test_loading_programs_defines_no_namedtuple_class():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_help_and_inspect_show_the_fields_a_call_takes():
+    import inspect
+
+    from pterun.delegates.xnnpack.payload import Value
+    from pterun.module import IOInfo
+
+    assert str(inspect.signature(Pair)) == "(left, right=0)"
+    assert str(inspect.signature(IOInfo)) == "(name, kind, dtype, shape, dynamic)"
+    assert str(inspect.signature(KernelCall)) == "(op_index, args)"  # ``kind`` is the class's
+    assert str(inspect.signature(FreeCall)) == "(value_index)"
+    assert str(inspect.signature(Value)).startswith("(id, datatype, dims,") and "dq_datatype=0" in str(
+        inspect.signature(Value))

@@ -86,6 +86,23 @@ class _FieldsMeta(type):
         ns.setdefault("__slots__", ())
         return super().__new__(mcls, name, bases, ns)
 
+    @property
+    def __signature__(cls):
+        """What :func:`inspect.signature` and ``help()`` show: the class's own ``__new__`` where it names its
+        arguments, else ``(field, ..., field=default)`` over ``_new_fields`` (the fields a call gives; all of
+        them unless the class says otherwise). Made when asked."""
+        import inspect
+
+        new = cls.__dict__.get("__new__")
+        if new is not None:
+            params = list(inspect.signature(new).parameters.values())[1:]
+            if not any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params):
+                return inspect.Signature(params)
+        empty = inspect.Parameter.empty
+        return inspect.Signature([inspect.Parameter(f, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                    default=cls._field_defaults.get(f, empty))
+                                  for f in getattr(cls, "_new_fields", cls._fields)])
+
 
 class Fields(tuple, metaclass=_FieldsMeta):
     """A tuple with named fields (see the module docstring)."""

@@ -128,7 +128,8 @@ def _instruction(name: str, kind: int, fields: str, doc: str):
         return tuple.__new__(cls, (kind, *args))
 
     return fields_type(name, "kind " + fields, __name__, {"__new__": __new__, "__doc__": doc, "KIND": kind,
-                                                          "__getnewargs__": lambda self: tuple(self[1:])})
+                                                          "__getnewargs__": lambda self: tuple(self[1:]),
+                                                          "_new_fields": tuple(fields.split())})
 
 
 # The instructions of a chain, named and fielded as ExecuTorch's schema (program.fbs: InstructionArguments).
