@@ -109,6 +109,7 @@ class Fields(tuple, metaclass=_FieldsMeta):
 
     _fields = ()  # set by the metaclass (not annotated here: an annotation makes a field)
     _field_defaults = {}
+    _index = {}  # field name -> position
 
     def __new__(cls, *args, **kwargs):
         if kwargs or len(args) != len(cls._fields):
@@ -140,8 +141,6 @@ class Fields(tuple, metaclass=_FieldsMeta):
         if len(values) != len(cls._fields):
             raise TypeError(f"{cls.__name__} takes {len(cls._fields)} fields, got {len(values)}")
         return tuple.__new__(cls, values)
-
-    _index = {}  # field name -> position (set by the metaclass)
 
     def _replace(self, **changes) -> Fields:
         values, index = list(self), self._index

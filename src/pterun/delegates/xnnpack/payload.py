@@ -122,7 +122,7 @@ NODE_TYPES: dict[int, tuple[str, tuple]] = {
 }
 
 
-# Plain immutable records (named tuples: defining them costs far less import time than dataclasses).
+# Plain immutable records (pterun._record.Fields: named tuples that cost little to define).
 class Quant(Fields):
     """Quantization of one value: ``kind`` is PER_TENSOR, PER_CHANNEL, PER_CHANNEL_GROUP or PER_TOKEN; ``scale``
     is a float (per tensor) or a float32 array (per channel/group)."""

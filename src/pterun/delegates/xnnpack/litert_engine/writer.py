@@ -9,7 +9,6 @@ bytes.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from pterun._record import Fields
