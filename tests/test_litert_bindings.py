@@ -45,6 +45,28 @@ def test_memory_litert_would_copy_is_refused_not_copied(api):
         api.host(_aligned(16, np.float32)[::2])
     with pytest.raises(ValueError, match="^LiteRT's tensor buffers do not take int64$"):
         api.host(_aligned(8, np.int64))
+    swapped = ">f4" if np.little_endian else "<f4"  # float32 by name, in bytes LiteRT would misread
+    with pytest.raises(ValueError, match=f"^LiteRT's tensor buffers do not take float32 in non-native byte order "
+                                         f"\\({swapped}\\)$"):
+        api.host(_aligned(8, swapped))
+    buf = api.host(_aligned(8, np.float32))
+    with pytest.raises(ValueError, match="non-native byte order"):  # a write names the dtype of what it copies
+        buf.write(np.zeros(8, swapped))
+
+
+def test_a_dtype_s_name_is_looked_up_once(api):
+    from pterun.delegates.xnnpack.litert_engine import bindings
+
+    a = _aligned(8, np.float32)
+    api.host(a)
+    assert bindings._NAMES[np.dtype(np.float32)] == "float32"
+    assert bindings._dtype(a.dtype) == "float32" and bindings._dtype(np.dtype("int8")) == "int8"
+    swapped = np.dtype(">f4" if np.little_endian else "<f4")
+    with pytest.raises(ValueError, match="non-native byte order"):
+        bindings._dtype(swapped)
+    assert swapped not in bindings._NAMES  # refused again next time, not remembered as float32
+    with pytest.raises(ValueError, match="non-native byte order"):
+        bindings._dtype(swapped)
 
 
 def test_a_litert_without_a_call_the_engine_makes_has_no_bindings(monkeypatch):
