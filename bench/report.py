@@ -30,6 +30,17 @@ RSS_TARGETS = {"mobilenet_v2_portable": 0.2, "mobilenet_v2_xnnpack": 0.2}  # pea
 SMALL_PROGRAMS = {"mlp_portable", "few_ops_portable", "many_ops_portable", "fx_mlp"}
 SMALL_FIXED_S, SMALL_PER_INSTR_S = 20e-6, 2e-6  # median <= 20 µs + 2 µs x instructions
 IMPORT_TARGET_S, IMPORT_RATIO_TARGET = 0.15, 0.1
+# issue #24's done-when, the part one bench.py run measures (pterun at its defaults against ExecuTorch on all the
+# cores; the LLM targets are llm_bench.py's): each transformer-style XNNPACK program within TRANSFORMER_RATIO per
+# call and their geometric mean at most TRANSFORMER_GEOMEAN; the MLP at most ExecuTorch's per call; the portable
+# ResNet18 within PORTABLE_VS_XNNPACK of ExecuTorch's XNNPACK ResNet18; the loads of LOAD_MODELS at most
+# FIRST_LOAD_RATIO the first time (`defaults`) and CACHED_LOAD_RATIO once cached (`cached`)
+TRANSFORMERS = ("fx_xnn_transformer", "bert_tiny_xnnpack", "whisper_encoder_xnnpack")
+TRANSFORMER_RATIO, TRANSFORMER_GEOMEAN = 1.15, 1.0
+MLP_RATIO = 1.0
+PORTABLE_VS_XNNPACK = 1.5
+LOAD_MODELS = ("resnet18_xnnpack", "mobilenet_v2_xnnpack")
+FIRST_LOAD_RATIO, CACHED_LOAD_RATIO = 1.5, 0.5
 
 
 # --- formatting -------------------------------------------------------------------------------------------
@@ -46,6 +57,16 @@ def _instr_cell(pt: dict | None) -> str:
         return "—"
     n, plan = pt["instructions"], pt.get("plan_instructions")
     return f"{n} of {plan}" if plan and plan != n else str(n)
+
+
+def _invokes_cell(pt: dict | None) -> str:
+    """Delegate calls pterun makes per ``execute``: LiteRT invokes where the LiteRT engine runs them all (a merged
+    call is one), else the count with the engines named."""
+    if not pt or pt.get("delegate_calls") is None:
+        return "—"
+    n, engines = pt["delegate_calls"], set(pt.get("engines") or ())
+    n = f"{n:g}" if isinstance(n, float) else str(n)
+    return n if engines <= {"litert"} else f"{n} ({', '.join(sorted(engines))})"
 
 
 def fmt_t(s) -> str:
@@ -175,6 +196,49 @@ def global_targets(rows: list[dict]) -> tuple[list[dict], dict]:
     return out, extra
 
 
+def issue24_targets(rows: list[dict]) -> list[dict]:
+    """[{target, measured, met}] of issue #24's done-when, as far as the run's models and configurations reach
+    (see :data:`TRANSFORMERS`); a target whose model or configuration the run lacks is left out."""
+    by = {row["model"]: row for row in rows}
+
+    def r(name, cfg, key):
+        row = by.get(name)
+        return None if row is None else row["ratios"].get(cfg, {}).get(key)
+
+    out = []
+    tr = [(n, r(n, "defaults", "median_s")) for n in TRANSFORMERS if r(n, "defaults", "median_s") is not None]
+    for n, x in tr:
+        out.append({"target": f"{n}: per call ≤ {TRANSFORMER_RATIO:g}× ExecuTorch (`defaults`)",
+                    "measured": fmt_ratio(x), "met": x <= TRANSFORMER_RATIO})
+    if tr:
+        g = math.exp(statistics.fmean(math.log(x) for _, x in tr))
+        out.append({"target": f"geometric mean of those {len(tr)} ≤ {TRANSFORMER_GEOMEAN:g}×",
+                    "measured": fmt_ratio(g), "met": g <= TRANSFORMER_GEOMEAN})
+    x = r("mlp_xnnpack", "defaults", "median_s")
+    if x is not None:
+        out.append({"target": f"mlp_xnnpack: per call ≤ {MLP_RATIO:g}× ExecuTorch (`defaults`)",
+                    "measured": fmt_ratio(x), "met": x <= MLP_RATIO})
+    port, xnn = by.get("resnet18_portable"), by.get("resnet18_xnnpack")
+    ref = (xnn or {}).get("pairs", {}).get("defaults")
+    a = (port or {}).get("agg", {}).get("defaults") or {}
+    b = (xnn or {}).get("agg", {}).get(ref) or {} if ref else {}
+    if a.get("median_s") is not None and b.get("median_s") is not None:
+        x = a["median_s"] / b["median_s"]  # two programs: medians over rounds, not paired by round
+        out.append({"target": f"resnet18_portable (`defaults`) ≤ {PORTABLE_VS_XNNPACK:g}× ExecuTorch's "
+                              f"resnet18_xnnpack (`{ref}`)",
+                    "measured": f"{fmt_ratio(x)} ({fmt_t(a['median_s'])} vs {fmt_t(b['median_s'])})",
+                    "met": x <= PORTABLE_VS_XNNPACK})
+    for n in LOAD_MODELS:
+        for cfg, lim, what in (("defaults", FIRST_LOAD_RATIO, "the first time"),
+                               ("cached", CACHED_LOAD_RATIO, "once cached")):
+            x = r(n, cfg, "load_s")
+            if x is not None:
+                got = (by[n]["agg"].get(cfg) or {}).get("load_s")
+                out.append({"target": f"{n}: load ≤ {lim:g}× ExecuTorch's, {what} (`{cfg}`)",
+                            "measured": f"{fmt_ratio(x)} ({fmt_t(got)})", "met": x <= lim})
+    return out
+
+
 def met_mark(m) -> str:
     return "n/a" if m is None else ("✅ met" if m else "❌ missed")
 
@@ -210,10 +274,12 @@ def _median_cell(row, c: str) -> str:
 def _overview(rows, configs, pts) -> list[str]:
     """The first table: one column per configuration, then one per pterun / peer pair."""
     vs_peer = _peer_columns(rows)
-    L = ["| model | instr | " + " | ".join([f"`{c}`" for c in configs] + [f"`{c}` / `{p}`" for c, p in vs_peer])
-         + " |", "|---|---:|" + "---:|" * (len(configs) + len(vs_peer))]
+    L = ["| model | instr | invokes | " + " | ".join([f"`{c}`" for c in configs]
+                                                    + [f"`{c}` / `{p}`" for c, p in vs_peer])
+         + " |", "|---|---:|---:|" + "---:|" * (len(configs) + len(vs_peer))]
     for row in rows:
-        cells = [f"`{row['model']}`", _instr_cell(next((row["agg"][c] for c in pts if row["agg"].get(c)), None))]
+        first = next((row["agg"][c] for c in pts if row["agg"].get(c)), None)
+        cells = [f"`{row['model']}`", _instr_cell(first), _invokes_cell(first)]
         cells += [_median_cell(row, c) for c in configs]
         for c, p in vs_peer:
             r = row.get("peer_ratios", {}).get(c, {}).get("median_s")
@@ -221,7 +287,10 @@ def _overview(rows, configs, pts) -> list[str]:
                          "n/a" if row["agg"].get(c) and row["errors"].get(p) else "—")
         L.append("| " + " | ".join(cells) + " |")
     L.append("")
-    L.append("Cells: median latency of one `execute`; in parentheses pterun / ExecuTorch at the same thread count "
+    L.append("`instr`: instructions pterun runs per call (of the program's, where some were folded at load); "
+             "`invokes`: its delegate calls per call, each one LiteRT invoke (a merged call is one), in the first "
+             "pterun configuration of the run. "
+             "Cells: median latency of one `execute`; in parentheses pterun / ExecuTorch at the same thread count "
              "(`defaults` against ExecuTorch's own default, all cores), the median over rounds of the ratio within "
              "a round. `(no delegate)`: the program has no XNNPACK delegate, so the engine does not apply."
              + (" `peer`: executorch-numpy-runtime, in parentheses peer / ExecuTorch on all cores; `X` / `peer`: "
@@ -336,6 +405,12 @@ def results_markdown(rows, gtargets, extra, meta) -> str:
     L += _details(rows)  # 2. every number, one line per (model, configuration)
     L += _vs_peer(rows)  # 3. pterun / the peer
     L += _target_tables(rows, gtargets, pts)  # 4. targets: one column per pterun configuration
+    done = issue24_targets(rows)  # 5. issue #24's done-when, where the run reaches it
+    if done:
+        L += ["Issue #24's done-when, as far as this run measures it (pterun / ExecuTorch on all the cores, paired "
+              "by round):", "", "| target | measured | met? |", "|---|---|---|"]
+        L += [f"| {t['target']} | {t['measured']} | {met_mark(t['met'])} |" for t in done]
+        L.append("")
     fits = extra.get("per_call_fit") or {}
     if fits:
         L.append("Per-call cost fit (median = fixed + per-instruction × instructions, from `few_ops_portable` and "
@@ -409,7 +484,8 @@ def write_reports(rows, meta, args, log) -> str:
     print()
     print(md)
     (args.out / "results.md").write_text(md + "\n")
-    (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows, "targets": gt, "extra": extra},
+    (args.out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows, "targets": gt, "extra": extra,
+                                                       "issue24": issue24_targets(rows)},
                                                       indent=1, default=str) + "\n")
     charted = write_chart(rows, args.out / "ratios.png", log)
     log(f"\nwrote {args.out / 'results.md'}, {args.out / 'results.json'}"

@@ -218,10 +218,11 @@ def test_the_report_shows_pterun_and_the_peer_against_executorch_and_pterun_agai
             "command": "bench.py", "configs": ["defaults", "litert-1t", "ref-1t", "ref-2t", "peer"]}
     lines = report.results_markdown(rows, gt, extra, meta).splitlines()
     # 1. the overview: pterun / ExecuTorch, peer / ExecuTorch, pterun / peer
-    assert "| model | instr | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` | `peer` | `defaults` / `peer` |" in lines
-    assert ("| `m` | 3 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs | 16.0 µs (**0.8×**) "
+    assert ("| model | instr | invokes | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` | `peer` | `defaults` / `peer` "
+            "|") in lines
+    assert ("| `m` | 3 | 1 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs | 16.0 µs (**0.8×**) "
             "| **0.625×** |") in lines
-    assert ("| `llm` | 3 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs "
+    assert ("| `llm` | 3 | 1 | 10.0 µs (**0.5×**) | 12.0 µs (**0.5×**) | 24.0 µs | 20.0 µs "
             "| n/a (missing operators: llama::custom_sdpa.out) | n/a |") in lines
     # 2. the peer's line: its lazy load marked, its load ratio on load + first call
     assert ("| `m` | `peer` | executorch-numpy-runtime | 2 | 16.0 µs | 20.0 µs | **0.8×** | 29.90 ms† "
@@ -247,8 +248,51 @@ def test_a_run_without_the_peer_renders_as_before(monkeypatch):
     meta = {"date": "d", "machine": "x", "cpu": "c", "commit": "abc", "loadavg_start": "0", "loadavg_end": "0",
             "command": "bench.py", "configs": ["defaults", "litert-1t", "ref-1t", "ref-2t"]}
     md = report.results_markdown(rows, [], {}, meta)
-    assert "| model | instr | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` |" in md.splitlines()
+    assert "| model | instr | invokes | `defaults` | `litert-1t` | `ref-1t` | `ref-2t` |" in md.splitlines()
     assert "peer" not in md and "†" not in md
+
+
+def _timed(model, median, ref_median, load=0.1, ref_load=0.05, cached_load=None, **pt):
+    """A row of pterun at its defaults (and ``cached``) against ExecuTorch on two threads, one round."""
+    raw = {"defaults": [_res("pterun", 0, median, load=load, first=0.01, imp=0.05, rss=20, threads=2, **pt)],
+           "ref-2t": [_res("executorch", 0, ref_median, load=ref_load, first=0.01, imp=5.0, rss=400, threads=2)]}
+    if cached_load is not None:
+        raw["cached"] = [_res("pterun", 0, median, load=cached_load, first=0.01, imp=0.05, rss=20, threads=2, **pt)]
+    return _row(model, raw)
+
+
+def test_the_report_holds_a_run_to_issue_24s_done_when(monkeypatch):
+    import report
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    rows = [_timed("bert_tiny_xnnpack", 1e-3, 2e-3), _timed("whisper_encoder_xnnpack", 0.6, 0.5),
+            _timed("mlp_xnnpack", 11e-6, 10e-6), _timed("resnet18_portable", 0.03, 9.0),
+            _timed("resnet18_xnnpack", 0.02, 0.02, load=0.1, ref_load=0.05, cached_load=0.02)]
+    got = {t["target"]: (t["measured"], t["met"]) for t in report.issue24_targets(rows)}
+    assert got == {
+        "bert_tiny_xnnpack: per call ≤ 1.15× ExecuTorch (`defaults`)": ("0.5×", True),
+        "whisper_encoder_xnnpack: per call ≤ 1.15× ExecuTorch (`defaults`)": ("1.2×", False),
+        "geometric mean of those 2 ≤ 1×": ("0.775×", True),  # sqrt(0.5 x 1.2)
+        "mlp_xnnpack: per call ≤ 1× ExecuTorch (`defaults`)": ("1.1×", False),
+        # two programs, so their medians: the portable ResNet18 against ExecuTorch's XNNPACK one
+        "resnet18_portable (`defaults`) ≤ 1.5× ExecuTorch's resnet18_xnnpack (`ref-2t`)":
+            ("1.5× (30.00 ms vs 20.00 ms)", True),
+        "resnet18_xnnpack: load ≤ 1.5× ExecuTorch's, the first time (`defaults`)": ("2× (100.00 ms)", False),
+        "resnet18_xnnpack: load ≤ 0.5× ExecuTorch's, once cached (`cached`)": ("0.4× (20.00 ms)", True),
+    }  # what the run did not measure (MobileNetV2, the transformer fixture) is left out, not failed
+    meta = {"date": "d", "machine": "x", "cpu": "c", "commit": "abc", "loadavg_start": "0", "loadavg_end": "0",
+            "command": "bench.py", "configs": ["defaults", "cached", "ref-2t"]}
+    lines = report.results_markdown(rows, [], {}, meta).splitlines()
+    assert "| mlp_xnnpack: per call ≤ 1× ExecuTorch (`defaults`) | 1.1× | ❌ missed |" in lines
+    assert "| geometric mean of those 2 ≤ 1× | 0.775× | ✅ met |" in lines
+    assert report.issue24_targets([_timed("other", 1.0, 1.0)]) == []
+
+
+def test_the_invokes_column_names_engines_other_than_litert():
+    import report
+    assert report._invokes_cell({"delegate_calls": 1, "engines": ["litert"]}) == "1"
+    assert report._invokes_cell({"delegate_calls": 3.0, "engines": ["numpy", "litert"]}) == "3 (litert, numpy)"
+    assert report._invokes_cell({"delegate_calls": 0, "engines": []}) == "0"
+    assert report._invokes_cell({"engines": ["litert"]}) == "—" and report._invokes_cell(None) == "—"
 
 
 def test_llm_bench_refuses_the_peer(capsys):
