@@ -16,7 +16,9 @@ of the first round are compared (same seeded random inputs in both processes). I
 ``OUT/profile.md``. This script never imports torch (run it with the dev venv); only the reference processes
 and ``bench/export_models.py`` do. With ``--peer PY``, the configuration ``peer`` runs executorch-numpy-runtime
 (ExecuTorch's C++ runtime with NumPy I/O) with that interpreter, paired with ExecuTorch on all cores and with
-pterun's configurations on all cores.
+pterun's configurations on all cores. The report's overview gives pterun's instructions and delegate calls
+(LiteRT invokes) per call, and a last table holds the run to issue #24's done-when where the run reaches it
+(:func:`report.issue24_targets`).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ greedy generation, timed from its ``Stats`` (the same fields and formulas for bo
 * ``peak RSS``: ``ru_maxrss`` of the process at the end (interpreter, imports, model, caches).
 
 Per configuration the median over rounds is reported; ratios are pterun / ExecuTorch at the same thread
-count, paired by round (``defaults`` against ExecuTorch on all cores, its own default). Results go to
-``bench/out/llm.{md,json}``.
+count, paired by round (``defaults`` against ExecuTorch on all cores, its own default), and held to issue #24's
+decode floors by pterun's thread count (:data:`DONE_WHEN_24`). Results go to ``bench/out/llm.{md,json}``.
 
 ``--boundaries`` (the measurement behind merging neighbouring delegate graphs): for every model, pterun
 (each engine, 1 thread) runs ``bench/run_one.py --llm-decode POS --profile``: decode steps of one token at
@@ -64,6 +64,15 @@ PROMPT = ("The little robot walked to the garden and watered every green plant b
 REALISTIC = ["llama130m_fp32", "llama130m_8da4w", "llama500m_fp32", "llama500m_8da4w"]
 # issue #12's targets, pterun / ExecuTorch at the same thread count: decode tok/s at least, peak RSS at most
 TARGETS = {"llama130m": (0.8, 0.6), "llama500m": (0.9, 0.6)}
+# issue #24's done-when: decode tok/s at least this, by model size and pterun's thread count (any count: None)
+DONE_WHEN_24 = {("llama130m", 1): 1.0, ("llama130m", 2): 0.9, ("llama500m", None): 0.95}
+
+
+def decode_floor_24(model: str, threads) -> float | None:
+    """Issue #24's floor for pterun / ExecuTorch decode tok/s of ``model`` on ``threads`` threads, None where it
+    sets none."""
+    size = model.split("_")[0]
+    return DONE_WHEN_24.get((size, threads), DONE_WHEN_24.get((size, None)))
 
 
 def model_table() -> dict:
@@ -223,7 +232,7 @@ def render(results: dict, configs: list[Config], raw: dict, meta: dict) -> str:
              "", "Configurations: " + "; ".join(f"`{c.name}` = {describe_config(c)}" for c in configs) + ".", "",
              "| model | config | engine | threads | load s | TTFT ms | prefill tok/s | decode tok/s | peak RSS MB "
              "| rounds |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    ratios, targets = [], []
+    ratios, targets, done = [], [], []
     for model, per in results.items():
         for c in configs:
             r = per.get(c.name)
@@ -253,6 +262,11 @@ def render(results: dict, configs: list[Config], raw: dict, meta: dict) -> str:
                 dt, rt = TARGETS[size]
                 targets.append(f"| {model} | `{c.name}` | decode ≥ {dt}×: {fmt_x(d)} {'✅' if d >= dt else '❌'} | "
                                f"peak RSS ≤ {rt}×: {fmt_x(rss)} {'✅' if rss <= rt else '❌'} |")
+            floor = decode_floor_24(model, p.get("threads"))
+            if floor is not None and d is not None and rss is not None:
+                done.append(f"| {model} | `{c.name}` vs `{ref.name}` | {p.get('threads')} | decode ≥ {floor:g}×: "
+                            f"{fmt_x(d)} {'✅' if d >= floor else '❌'} | peak RSS ≤ 0.6×: {fmt_x(rss)} "
+                            f"{'✅' if rss <= 0.6 else '❌'} |")
     text = "\n".join(lines)
     if ratios:
         text += ("\n\npterun / ExecuTorch (paired by round; decode and prefill above 1 = pterun faster, TTFT, load "
@@ -261,6 +275,10 @@ def render(results: dict, configs: list[Config], raw: dict, meta: dict) -> str:
     if targets:
         text += ("\n\nIssue #12 targets (decode ≥ 0.9× on ~500M, ≥ 0.8× on ~130M; peak RSS ≤ 0.6×)\n\n"
                  "| model | config | decode | peak RSS |\n|---|---|---|---|\n" + "\n".join(targets))
+    if done:
+        text += ("\n\nIssue #24's done-when (decode ≥ 1.0× on ~130M on one thread and ≥ 0.9× on two, ≥ 0.95× on "
+                 "~500M; peak RSS ≤ 0.6×)\n\n| model | pair | pterun's threads | decode | peak RSS |\n"
+                 "|---|---|---:|---|---|\n" + "\n".join(done))
     for model, per in results.items():
         for c in configs:
             prof = per.get(c.name, {}).get("profile")

@@ -295,6 +295,29 @@ def test_the_invokes_column_names_engines_other_than_litert():
     assert report._invokes_cell({"engines": ["litert"]}) == "—" and report._invokes_cell(None) == "—"
 
 
+def test_llm_bench_holds_decode_to_issue_24s_floors_by_thread_count():
+    import llm_bench
+    assert [llm_bench.decode_floor_24(m, t) for m, t in [("llama130m_8da4w", 1), ("llama130m_fp32", 2),
+                                                         ("llama500m_8da4w", 1), ("llama500m_fp32", 2),
+                                                         ("llama130m_8da4w", 4), ("tiny_xnn", 1)]] \
+        == [1.0, 0.9, 0.95, 0.95, None, None]
+
+    def rnd(tps, rss, threads=None):
+        return {"load_s": 1.0, "ttft_s": 0.1, "prefill_tps": 100.0, "decode_tps": tps, "peak_rss_mb": rss,
+                "threads": threads, "engines": ["litert"]}
+    configs = [bench.parse_config(n) for n in ("litert-1t", "litert-2t", "ref-1t", "ref-2t")]
+    raw = {"llama130m_8da4w": {"litert-1t": [rnd(95.0, 250, 1)], "litert-2t": [rnd(180.0, 250, 2)],
+                               "ref-1t": [rnd(100.0, 900, 1)], "ref-2t": [rnd(190.0, 900, 2)]}}
+    results = {m: {c: llm_bench.median(rs) for c, rs in per.items()} for m, per in raw.items()}
+    meta = {"date": "d", "machine": "x", "cpu": "c", "commit": "abc", "loadavg_start": "0", "loadavg_end": "0",
+            "command": "llm_bench.py"}
+    lines = llm_bench.render(results, configs, raw, meta).splitlines()
+    assert "| llama130m_8da4w | `litert-1t` vs `ref-1t` | 1 | decode ≥ 1×: 0.95× ❌ | peak RSS ≤ 0.6×: 0.28× ✅ |" \
+        in lines
+    assert "| llama130m_8da4w | `litert-2t` vs `ref-2t` | 2 | decode ≥ 0.9×: 0.95× ✅ | peak RSS ≤ 0.6×: 0.28× ✅ |" \
+        in lines
+
+
 def test_llm_bench_refuses_the_peer(capsys):
     import llm_bench
     with pytest.raises(SystemExit):
