@@ -7,9 +7,9 @@ Example::
     $ pterun run model.pte --input x.npy --output out.npz
     $ pterun bench model.pte --threads 1 --json
 
-Global options (``--threads``, ``--engine``, ``--debug``) work before or after the command. Settings come from,
-first to last: a command-line flag, then an environment variable (``PTERUN_NUM_THREADS``, ``PTERUN_ENGINE``), then
-pterun's default (:mod:`pterun.config`). The flags configure the one :class:`pterun.Runtime` every command loads
+Global options (``--threads``, ``--engine``, ``--cache``/``--cache-dir``/``--no-cache``, ``--debug``) work before
+or after the command. Settings come from, first to last: a command-line flag, then an environment variable
+(``PTERUN_NUM_THREADS``, ``PTERUN_ENGINE``, ``PTERUN_CACHE_DIR``), then pterun's default (:mod:`pterun.config`). The flags configure the one :class:`pterun.Runtime` every command loads
 its programs with (``args.runtime``); they change nothing else in the process.
 
 The package holds one module per command group (:mod:`~pterun.cli.run`: run and demo; :mod:`~pterun.cli.info`:
@@ -65,15 +65,16 @@ def _runtime(args):
     passing the setting to Runtime does); :meth:`pterun.Runtime.get` when no flag is given. ``trace`` loads
     without merging, so that every instruction has its own outputs to record."""
     import pterun
+    cache = getattr(args, "cache", None)
     if getattr(args, "command", None) == "trace":  # every instruction's outputs: nothing merged into one call
-        return pterun.Runtime(num_threads=args.threads, engine=args.engine, merge_delegates=False)
-    if args.threads is None and args.engine is None:
+        return pterun.Runtime(num_threads=args.threads, engine=args.engine, merge_delegates=False, cache=cache)
+    if args.threads is None and args.engine is None and cache is None:
         return pterun.Runtime.get()
     from pterun.threads import default_num_threads
     if args.threads is not None and args.threads > default_num_threads():
         print(f"pterun: warning: --threads {args.threads} is more than the {default_num_threads()} core(s) this "
               "process may use; the threads beyond them take turns", file=sys.stderr)
-    return pterun.Runtime(num_threads=args.threads, engine=args.engine)
+    return pterun.Runtime(num_threads=args.threads, engine=args.engine, cache=cache)
 
 
 def _command(fn):

@@ -19,7 +19,7 @@ import argparse
 import math
 from typing import Callable
 
-__all__ = ["whole", "number", "threads", "array_file", "THREADS_PER_CORE"]
+__all__ = ["whole", "number", "threads", "array_file", "directory", "THREADS_PER_CORE"]
 
 #: ``--threads`` above this many per core the process may use is refused: such a count is a mistake, since the
 #: threads beyond the cores only take turns on them (a few over can still be worth measuring)
@@ -85,4 +85,15 @@ def array_file(text: str) -> str:
     """``--input``: the name of a ``.npy`` or ``.npz`` file (whether it exists is for loading to say)."""
     if not text.endswith((".npy", ".npz")):
         raise argparse.ArgumentTypeError(f"expected a .npy or .npz file, got {text!r}")
+    return text
+
+
+def directory(text: str) -> str:
+    """A directory to keep files in (made when needed): any path but an existing file or nothing."""
+    import os
+
+    if not text:
+        raise argparse.ArgumentTypeError("expected a directory, got ''")
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"{text} is a file, not a directory")
     return text

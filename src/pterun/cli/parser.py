@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pterun.cli.options import array_file, number, threads, whole
+from pterun.cli.options import array_file, directory, number, threads, whole
 from pterun.config import ENGINE_CHOICES
 
 __all__ = ["build_parser", "parse"]
@@ -33,6 +33,15 @@ def _add_global_options(p: argparse.ArgumentParser, *, on_command: bool) -> None
     p.add_argument("--engine", choices=ENGINE_CHOICES, help="what runs XNNPACK delegates: LiteRT "
                    "(on XNNPACK itself), pterun's NumPy engine, or auto: LiteRT where installed and able (default: "
                    "$PTERUN_ENGINE, else auto)", **d)
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache", action="store_const", const=True,
+                       help="keep XNNPACK's packed weights on disk, in the user's cache directory (~/.cache/pterun "
+                       "on Linux), so that later loads of a large model skip packing them (default: "
+                       "$PTERUN_CACHE_DIR, else off)", **d)
+    cache.add_argument("--cache-dir", dest="cache", type=directory, metavar="DIR",
+                       help="the same, in DIR", **d)
+    cache.add_argument("--no-cache", dest="cache", action="store_const", const=False,
+                       help="no packed-weight cache, whatever $PTERUN_CACHE_DIR says", **d)
 
 
 def _add_program_options(p: argparse.ArgumentParser, *, data_help: str = "external data file(s)",
@@ -168,4 +177,5 @@ def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
         args.command_parser.error(problem)
     args.threads = getattr(args, "threads", None)
     args.engine = getattr(args, "engine", None)
+    args.cache = getattr(args, "cache", None)
     return args
