@@ -30,15 +30,11 @@ RSS_TARGETS = {"mobilenet_v2_portable": 0.2, "mobilenet_v2_xnnpack": 0.2}  # pea
 SMALL_PROGRAMS = {"mlp_portable", "few_ops_portable", "many_ops_portable", "fx_mlp"}
 SMALL_FIXED_S, SMALL_PER_INSTR_S = 20e-6, 2e-6  # median <= 20 µs + 2 µs x instructions
 IMPORT_TARGET_S, IMPORT_RATIO_TARGET = 0.15, 0.1
-# issue #24's done-when, the part one bench.py run measures (pterun at its defaults against ExecuTorch on all the
-# cores; the LLM targets are llm_bench.py's): each transformer-style XNNPACK program within TRANSFORMER_RATIO per
-# call and their geometric mean at most TRANSFORMER_GEOMEAN; the MLP at most ExecuTorch's per call; the portable
-# ResNet18 within PORTABLE_VS_XNNPACK of ExecuTorch's XNNPACK ResNet18; the loads of LOAD_MODELS at most
-# FIRST_LOAD_RATIO the first time (`defaults`) and CACHED_LOAD_RATIO once cached (`cached`)
+# issue #24's done-when as far as bench.py measures it (the LLMs': llm_bench.py), pterun's defaults / ExecuTorch on
+# all the cores: transformers per call (each, geomean), the MLP per call, the portable ResNet18 / ExecuTorch's
+# XNNPACK one, and the loads of LOAD_MODELS the first time (`defaults`) and once cached (`cached`)
 TRANSFORMERS = ("fx_xnn_transformer", "bert_tiny_xnnpack", "whisper_encoder_xnnpack")
-TRANSFORMER_RATIO, TRANSFORMER_GEOMEAN = 1.15, 1.0
-MLP_RATIO = 1.0
-PORTABLE_VS_XNNPACK = 1.5
+TRANSFORMER_RATIO, TRANSFORMER_GEOMEAN, MLP_RATIO, PORTABLE_VS_XNNPACK = 1.15, 1.0, 1.0, 1.5
 LOAD_MODELS = ("resnet18_xnnpack", "mobilenet_v2_xnnpack")
 FIRST_LOAD_RATIO, CACHED_LOAD_RATIO = 1.5, 0.5
 

@@ -9,8 +9,9 @@ Example::
 
 Global options (``--threads``, ``--engine``, ``--cache``/``--cache-dir``/``--no-cache``, ``--debug``) work before
 or after the command. Settings come from, first to last: a command-line flag, then an environment variable
-(``PTERUN_NUM_THREADS``, ``PTERUN_ENGINE``, ``PTERUN_CACHE_DIR``), then pterun's default (:mod:`pterun.config`). The flags configure the one :class:`pterun.Runtime` every command loads
-its programs with (``args.runtime``); they change nothing else in the process.
+(``PTERUN_NUM_THREADS``, ``PTERUN_ENGINE``, ``PTERUN_CACHE_DIR``), then pterun's default (:mod:`pterun.config`).
+The flags configure the one :class:`pterun.Runtime` every command loads its programs with (``args.runtime``); they
+change nothing else in the process.
 
 The package holds one module per command group (:mod:`~pterun.cli.run`: run and demo; :mod:`~pterun.cli.info`:
 inspect, ops and verify; :mod:`~pterun.cli.bench`; :mod:`~pterun.cli.trace`; ``generate`` is
