@@ -14,7 +14,6 @@ Example::
 
 from __future__ import annotations
 
-
 from pterun._record import Fields
 from pterun.errors import NotSupportedError, OperatorMissingError
 from pterun.format.schema import (BOOL, CPU, DELEGATE_CALL, DEVICE_NAMES, DOUBLE, DYNAMIC_UNBOUND, FREE_CALL, INT,

@@ -12,7 +12,6 @@ Example::
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from pterun._record import Fields

@@ -191,11 +191,9 @@ def _emit_select(tr, args, ins, out):
     tr.op("RESHAPE", [piece, tr.i32(list(o.shape))], [out])
 
 
-
 def _emit_permute(tr, args, ins, out):
     rank = len(args[0].shape)
     tr.op("TRANSPOSE", [ins[0], tr.i32([d % rank for d in args[1]])], [out])
-
 
 
 def _emit_softmax(tr, args, ins, out):

@@ -455,13 +455,11 @@ class NodeRules:
                 adjY=bool(n.flags & G.FLAG_TRANSPOSE_WEIGHTS))
 
 
-
 def _same_quant(a, b) -> bool:
     if a is None or b is None:
         return a is b
     return (a.kind == b.kind == G.PER_TENSOR and float(a.scale) == float(b.scale)
             and a.zero_point == b.zero_point)
-
 
 
 def _same_pads(h: int, w: int, kernel, stride) -> tuple[int, int, int, int]:

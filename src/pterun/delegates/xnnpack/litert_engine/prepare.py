@@ -38,8 +38,6 @@ def not_delegated(ops: list[dict], tr: Translation) -> list[str]:
                    and {int(t) for t in o["outputs"]} & missing})
 
 
-
-
 def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir: str = "", keep=lambda obj: None,
                     pending=None) -> tuple:
     """(interpreter, translation, input shapes it is prepared at) for ``graph``, wholly on XNNPACK, its packed

@@ -243,7 +243,6 @@ def _in_files(blobs) -> dict:
     return found
 
 
-
 def combine(members: list) -> Unwritten:
     """One model holding each member as a subgraph with a signature of its own (``"g<k>"``), so one LiteRT
     interpreter, and one XNNPACK thread pool, runs them all. ``members`` are ``(writer, inputs, outputs)``; each

@@ -17,8 +17,6 @@ from pterun.numerics import erfc_abs
 F32 = np.float32
 
 
-
-
 def clip(a: np.ndarray, lo, hi, out: np.ndarray | None = None) -> np.ndarray:
     """``np.clip(a, lo, hi)`` as two ufunc calls: ``np.clip``'s own argument handling costs several µs a call."""
     t = np.maximum(a, lo, out=out)

@@ -24,7 +24,6 @@ from pterun._record import Fields
 F32 = np.float32
 
 
-
 class Geometry(Fields):
     """Padding (top, right, bottom, left), kernel (h, w), stride (h, w) and dilation (h, w) of a 2-D window;
     ``same_padding``: TensorFlow SAME, the padding derived from the input size at run time. Immutable and
