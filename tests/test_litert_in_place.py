@@ -129,6 +129,39 @@ def test_the_packed_ranges_of_private_mappings_are_dropped_and_nothing_else(tmp_
     private.close()
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux's memory map")
+def test_each_mapping_drops_exactly_the_whole_pages_of_the_packed_runs_it_holds(tmp_path):
+    # as LiteRT maps a program read in place: one private mapping per constant, the file's other mappings beside
+    from pterun.delegates.xnnpack.litert_engine.memory import release_mapped
+
+    page = mmap.PAGESIZE
+    path = str(tmp_path / "weights.bin")
+    with open(path, "wb") as f:
+        f.write(np.arange(24 * page, dtype=np.uint32).astype(np.uint8).tobytes())
+    st = os.stat(path)
+    with open(path, "rb") as f:  # pages [2, 6), [6, 10), [12, 20) of the file, mapped on their own
+        maps = [mmap.mmap(f.fileno(), n * page, access=mmap.ACCESS_COPY, offset=at * page)
+                for at, n in ((2, 4), (6, 4), (12, 8))]
+    views = [np.frombuffer(m, np.uint8) for m in maps]
+    assert all(int(v.sum(dtype=np.int64)) > 0 for v in views)  # every page touched
+    # runs given out of order: one across the first two mappings (pages 3-8, its ends partial pages), one
+    # inside the third (pages 14-15 whole), one in no mapping (page 21), one in a run that is not packed, and
+    # one too small to hold a whole page; a last run reaching far past an earlier, shorter one's start
+    runs = [(14 * page, 2 * page, True), (3 * page + 1, 5 * page, True), (21 * page, page, True),
+            (16 * page, 3 * page, False), (17 * page + 5, page // 2, True), (0, 7 * page, True)]
+    before = _rss_kb(path)
+    got = release_mapped([(path, st, offset, size, packed) for offset, size, packed in runs])
+    # the whole pages of each run inside each mapping, counted per run: (0, 7p) pages 2-5 in the first mapping
+    # and 6 in the second, (3p+1, 5p) pages 4-5 and 6-7, (14p, 2p) pages 14-15; pages 2-7 and 14-15 dropped
+    assert got == (4 + 1 + 2 + 2 + 2) * page
+    assert _rss_kb(path) <= before - 8 * page // 1024
+    for (at, n), v in zip(((2, 4), (6, 4), (12, 8)), views):  # the bytes read back from the file, unchanged
+        np.testing.assert_array_equal(v, np.arange(at * page, (at + n) * page, dtype=np.uint32).astype(np.uint8))
+    del views, v
+    for m in maps:
+        m.close()
+
+
 def test_only_aligned_unchanged_runs_of_a_mapped_file_with_a_utf8_name_are_read_in_place(tmp_path):
     from pterun.delegates.xnnpack.litert_engine.writer import _in_files
     from pterun.format.mapped import remember

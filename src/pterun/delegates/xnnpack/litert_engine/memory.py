@@ -18,6 +18,7 @@ Both are best effort: on other systems, or when a call fails, the memory simply 
 
 from __future__ import annotations
 
+import bisect
 import mmap
 import os
 import sys
@@ -170,10 +171,14 @@ def release_mapped(files, maps: str = MAPS) -> int:
     CompiledModel maps each constant it reads from a program file in place, privately, and XNNPACK, having packed
     the weights, never reads those ranges again (a private mapping's dropped page reads back from the file, the
     bytes unchanged: LiteRT does not write them). pterun's own mappings are shared ones (see
-    :func:`release_sources`). The bytes dropped."""
+    :func:`release_sources`). The bytes dropped.
+
+    LiteRT maps each constant on its own (MobileNetV2 read in place: 107 mappings for 107 ranges), so each mapping
+    looks up the ranges it can hold by their sorted offsets rather than going through all of them: every mapping
+    against every range took 5-6 ms of a 60-90 ms load."""
     ranges: dict[tuple, list] = {}
     for _, st, offset, size, packed in files:
-        if packed:
+        if packed and size > 0:
             ranges.setdefault((os.major(st.st_dev), os.minor(st.st_dev), st.st_ino), []).append((offset, size))
     if not ranges or not sys.platform.startswith("linux") or not hasattr(mmap, "MADV_DONTNEED"):
         return 0
@@ -182,6 +187,13 @@ def release_mapped(files, maps: str = MAPS) -> int:
             lines = f.read().splitlines()
     except OSError:
         return 0
+    for key, runs in ranges.items():  # by offset, each with the furthest end of the runs up to it
+        runs.sort()
+        reach, ends = 0, []
+        for offset, size in runs:
+            reach = max(reach, offset + size)
+            ends.append(reach)
+        ranges[key] = (runs, [offset for offset, _ in runs], ends)
     released = 0
     for line in lines:
         fields = line.split(None, 5)
@@ -194,11 +206,15 @@ def release_mapped(files, maps: str = MAPS) -> int:
             continue
         if key not in ranges:
             continue
+        runs, offsets, ends = ranges[key]
         lo, _, hi = fields[0].partition("-")
         start, end, at = int(lo, 16), int(hi, 16), int(fields[2], 16)
-        for offset, size in ranges[key]:  # the part of the range this mapping holds
+        stop = at + end - start
+        # the runs that can overlap [at, stop): from the first whose run-so-far reaches past ``at`` to the last
+        # that starts before ``stop``
+        for offset, size in runs[bisect.bisect_right(ends, at):bisect.bisect_left(offsets, stop)]:
             a = max(offset, at)
-            e = min(offset + size, at + end - start)
+            e = min(offset + size, stop)
             if e > a:
                 addr, n = _page_range(start + a - at, e - a)
                 if n and _madvise(addr, n, mmap.MADV_DONTNEED):
