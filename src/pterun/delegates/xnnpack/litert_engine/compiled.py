@@ -164,9 +164,11 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
 
 #: A model reads its constants from the program file in place (:func:`open_external`) only where they hold at
 #: least this many bytes. Measured on a 2-core Zen 3 (alternating fresh processes): ResNet18's 45 MB loaded in
-#: 104-128 ms against 130-149 ms copied; MobileNetV2's 14 MB gained nothing beyond the noise (64-96 against 57-89
-#: ms), what LiteRT's CompiledModel sets up costing about what the copy saved.
-EXTERNAL_MIN_BYTES = 24 << 20
+#: 104-128 ms against 130-149 ms copied. MobileNetV2's 14 MB gained nothing while dropping LiteRT's pages of the
+#: file went through every mapping for every constant (it was 24 MB then); since :func:`.memory.release_mapped`
+#: no longer does, a median 82.8 ms against 91.8 copied (16 pairs; 12 faster). Below a few MB, LiteRT's
+#: CompiledModel environment (~5 ms, once a process) costs more than the copy it saves (~1 ms a MB).
+EXTERNAL_MIN_BYTES = 8 << 20
 
 
 def _same_file(path: str, st) -> bool:
