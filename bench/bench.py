@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from catalog import EXPORT, all_models, build_parser, chosen, pte_models, shown
-from configs import (DEFAULT_CONFIGS, Config, chosen_configs, config_env, describe_config, pair_of,  # noqa: F401
-                     parse_config, peer_pair_of)
+from configs import (DEFAULT_CONFIGS, Config, byte_compile, chosen_configs, config_env, describe_config,  # noqa: F401
+                     pair_of, parse_config, peer_pair_of)
 from report import (fmt_mb, fmt_t, med, model_targets, profile_section, ratio, update_readme,
                     write_reports)
 
@@ -432,10 +432,9 @@ def main(argv=None) -> int:
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
             # once, as pip does for an installed package: otherwise with PYTHONDONTWRITEBYTECODE set every pterun
             # process would compile it from source and count that in its import and load times
-            done = subprocess.run([args.py, "-m", "compileall", "-q", str(args.pterun_src)], capture_output=True,
-                                  text=True, check=False)
-            if done.returncode:
-                log(f"(could not byte-compile the copy of src/: {(done.stderr or done.stdout).strip()[-300:]})")
+            why = byte_compile(args.py, args.pterun_src)
+            if why:
+                log(f"(could not byte-compile the copy of src/: {why})")
         for i, n in enumerate(wanted):
             log(f"[{n}] {shown(models[n][0])} (model {i + 1} of {len(wanted)})")
             rows.append(bench_model(n, models[n][0], configs, args, env, Path(td), log))

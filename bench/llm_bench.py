@@ -168,8 +168,8 @@ def worker(args) -> None:
 # -- the driver ------------------------------------------------------------------------------------------------
 if "--worker" not in sys.argv:  # the workers time their own imports: keep bench.py (and NumPy) out of them
     sys.path.insert(0, str(ROOT / "bench"))
-    from bench import Config, config_env, cpu_model, describe_config, engine_mismatch, git_commit, pair_of, \
-        parse_config  # noqa: E402
+    from bench import Config, byte_compile, config_env, cpu_model, describe_config, engine_mismatch, git_commit, \
+        pair_of, parse_config  # noqa: E402
 
 DEFAULT_CONFIGS = ["defaults", "numpy-1t", "numpy-2t", "litert-1t", "litert-2t", "ref-1t", "ref-2t"]
 METRICS = ("load_s", "ttft_s", "prefill_tps", "decode_tps", "peak_rss_mb")
@@ -388,6 +388,10 @@ def main(argv=None) -> int:
     if skipped:
         print(f"not exported, skipped: {', '.join(skipped)}", flush=True)
     OUT.mkdir(parents=True, exist_ok=True)
+    # the pterun workers import src/ (as an installed package would be, compiled: see configs.byte_compile)
+    why = byte_compile(sys.executable, ROOT / "src" / "pterun")
+    if why:
+        print(f"(could not byte-compile src/pterun: {why})", flush=True)
     meta = {"date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
             "cpu": cpu_model(), "commit": git_commit(),

@@ -34,6 +34,17 @@ def test_configuration_names_set_exactly_their_variables():
     assert bench.config_env(caller, c) == {"PATH": "/bin", "PTERUN_ENGINE": "litert", "PTERUN_NUM_THREADS": "2"}
 
 
+def test_byte_compile_writes_the_pyc_a_process_with_pythondontwritebytecode_would_not(tmp_path):
+    # what bench.py and llm_bench.py do before their pterun processes start, as pip does at install
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "mod.py").write_text("X = 1\n")
+    assert bench.byte_compile(sys.executable, tmp_path / "pkg") is None
+    assert [p.name.split(".")[0] for p in (tmp_path / "pkg" / "__pycache__").iterdir()] == ["mod"]
+    (tmp_path / "pkg" / "bad.py").write_text("def (:\n")
+    why = bench.byte_compile(sys.executable, tmp_path / "pkg")
+    assert why is not None and "bad.py" in why
+
+
 @pytest.mark.parametrize("name, message", [
     ("numpy", "expected 'defaults', 'cached', 'peer', 'ref', 'ref-<N>t' or '<engine>-<N>t'"),
     ("peer-1t", "executorch-numpy-runtime has no thread setting"),
