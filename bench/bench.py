@@ -430,8 +430,7 @@ def main(argv=None) -> int:
             args.pterun_src = Path(td) / "src"
             shutil.copytree(REPO / "src", args.pterun_src,
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
-            # once, as pip does for an installed package: otherwise with PYTHONDONTWRITEBYTECODE set every pterun
-            # process would compile it from source and count that in its import and load times
+            # once, as pip does for an installed package (why: configs.byte_compile)
             why = byte_compile(args.py, args.pterun_src)
             if why:
                 log(f"(could not byte-compile the copy of src/: {why})")

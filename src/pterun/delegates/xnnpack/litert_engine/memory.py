@@ -19,6 +19,7 @@ Both are best effort: on other systems, or when a call fails, the memory simply 
 from __future__ import annotations
 
 import bisect
+import itertools
 import mmap
 import os
 import sys
@@ -187,13 +188,11 @@ def release_mapped(files, maps: str = MAPS) -> int:
             lines = f.read().splitlines()
     except OSError:
         return 0
-    for key, runs in ranges.items():  # by offset, each with the furthest end of the runs up to it
+    index = {}  # file -> its runs by offset, their offsets, and the furthest end of the runs up to each
+    for key, runs in ranges.items():
         runs.sort()
-        reach, ends = 0, []
-        for offset, size in runs:
-            reach = max(reach, offset + size)
-            ends.append(reach)
-        ranges[key] = (runs, [offset for offset, _ in runs], ends)
+        index[key] = (runs, [offset for offset, _ in runs],
+                      list(itertools.accumulate((offset + size for offset, size in runs), max)))
     released = 0
     for line in lines:
         fields = line.split(None, 5)
@@ -204,9 +203,9 @@ def release_mapped(files, maps: str = MAPS) -> int:
             key = (int(major, 16), int(minor, 16), int(fields[4]))
         except ValueError:
             continue
-        if key not in ranges:
+        if key not in index:
             continue
-        runs, offsets, ends = ranges[key]
+        runs, offsets, ends = index[key]
         lo, _, hi = fields[0].partition("-")
         start, end, at = int(lo, 16), int(hi, 16), int(fields[2], 16)
         stop = at + end - start
