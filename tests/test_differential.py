@@ -123,6 +123,17 @@ def test_every_program_gives_the_reference_numbers_from_cached_packed_weights(re
         _check_program(rel, rt, f"{rel} (cached packed weights, the load that {load} them)")
 
 
+@pytest.mark.parametrize("rel", _programs())
+def test_every_program_gives_the_reference_numbers_reading_its_constants_in_place(rel, monkeypatch):
+    """Reading constants from the program file in place is a load option too: with every model whose constants
+    are runs of the file taken (no size floor), on LiteRT's CompiledModel, whose first call prepares each graph."""
+    from pterun.delegates.xnnpack.litert_engine import compiled
+
+    needs("ai_edge_litert")
+    monkeypatch.setattr(compiled, "EXTERNAL_MIN_BYTES", 0)
+    _check_program(rel, Runtime(engine="auto"), f"{rel} (constants read from the program file in place)")
+
+
 def _check_program(rel: str, rt: Runtime, where: str) -> None:
     path = FIXTURES / rel
     if path.suffix == ".bpte":  # its test cases hold the expected outputs

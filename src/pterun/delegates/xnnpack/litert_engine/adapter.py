@@ -27,6 +27,8 @@ class Subgraph:
     """Subgraph ``k`` of a LiteRT interpreter: its tensors, its resizes, its invocation."""
 
     __slots__ = ("k", "_wr")
+    #: an interpreter's subgraph is prepared when its tensors are allocated, at load
+    prepared = True
 
     def __init__(self, interp, k: int = 0):
         self.k = k

@@ -49,10 +49,8 @@ from pterun.format.mapped import file_of
 
 __all__ = ["Cache", "FORMAT", "cpu_identity", "digest", "model_key"]
 
-#: The layout of this module's files and names; changing what a key covers, or what a hit trusts, changes it (3:
-#: a hit takes its outputs as the model declares them, which the miss that wrote it checked: files written before
-#: were not checked).
-FORMAT = 3
+#: The layout of this module's files and names; changing what a key covers changes it.
+FORMAT = 2
 _SUB = "xnnpack"
 _WEIGHTS, _MODEL, _REFUSED, _SEEN, _FILE, _SCRATCH = ".weights", ".tflite", ".refused", ".seen", ".file", ".partial"
 #: a file changed less than this many seconds before its digest was noted may have changed again within the

@@ -108,7 +108,7 @@ def invoker(cm, k: int, ins: list, outs: list):
     return lambda: native(k, caps_in, caps_out)
 
 
-def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = False, fixed=()):
+def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = False):
     """A :class:`Compiled` over the model ``laid`` out (:class:`.writer.Unwritten`) with its packed weights in the
     cache under ``cache_dir``, or None: the cache is off (``""``), the model's packed ranges (what only weight
     packing reads) hold fewer than :data:`CACHE_MIN_BYTES`, this LiteRT has no CompiledModel, the model is loaded
@@ -116,14 +116,7 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
     the model whole (the interpreter then runs it, and the cache remembers not to try again; ``builtin_ok``: a
     model that leaves operators to LiteRT's builtin kernels on purpose is taken, :mod:`.kvplan`'s). On a hit LiteRT
     reads the model from the file the cache kept (the model is not written in memory: ``Compiled.model`` is
-    None); otherwise the model is written, and kept in the cache beside its packed weights.
-
-    ``fixed``: the signatures that run at the input shapes the model declares. On a hit, their outputs are taken
-    as the model declares them (:attr:`.writer.Unwritten.outputs`) rather than asked of LiteRT, whose first answer
-    prepares XNNPACK's runtime (10-15 ms of ResNet18's cached load): that is then done in the first call, as
-    ExecuTorch does it. The miss that wrote the cache's files checked that LiteRT works out those very outputs
-    (:func:`_as_declared`); a model where it does not is refused, and the interpreter runs it. A buffer smaller
-    than LiteRT's output would be written past its end: nothing unchecked is trusted."""
+    None); otherwise the model is written, and kept in the cache beside its packed weights."""
     if not cache_dir or _packed_bytes(laid.packed) < CACHE_MIN_BYTES:
         return None
     cache = Cache(cache_dir, cache_max_bytes())
@@ -155,7 +148,7 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
         if state == "miss":
             cache.refuse(k, path)
         return None
-    if not (whole or builtin_ok) or state == "miss" and not _as_declared(cm, laid.outputs, fixed):
+    if not whole and not builtin_ok:
         if state == "miss":
             cache.refuse(k, path)
         return None
@@ -166,32 +159,11 @@ def open_compiled(laid, num_threads: int, cache_dir: str, builtin_ok: bool = Fal
     logger().debug("LiteRT engine: packed weights %s %s; the model %s", "read from" if state == "hit" else
                    "written to", path or "nowhere (the cache could not be written)",
                    "read from the cache" if model is None else "written in memory")
-    declared = {j: laid.outputs[j] for j in fixed if j < len(laid.outputs) and laid.outputs[j] is not None}
-    return Compiled(cm, api, model, laid.packed, declared=declared if state == "hit" else {})
-
-
-def _as_declared(cm, outputs: tuple, fixed) -> bool:
-    """Whether LiteRT's CompiledModel ``cm`` works out the outputs of each signature in ``fixed`` as ``outputs``
-    declares them (:attr:`.writer.Unwritten.outputs`: names, tensor indices, shapes and dtypes); False, saying
-    so, where it does not or cannot prepare the model at those shapes."""
-    for k in fixed:
-        declared = outputs[k] if k < len(outputs) else None
-        if declared is None:
-            continue
-        try:
-            with capture_native_stderr():  # as around any of LiteRT's preparing
-                found = _details(cm.get_output_tensor_details(cm.get_signature_by_index(k)["key"]))
-        except Exception as e:  # noqa: BLE001  (LiteRT cannot prepare it: the interpreter says why)
-            found = f"{type(e).__name__}: {str(e)[:200]}"
-        if found != declared:
-            logger().debug("LiteRT works out the outputs of signature %d as %s where the model declares %s; the "
-                           "interpreter runs it", k, found, declared)
-            return False
-    return True
+    return Compiled(cm, api, model, laid.packed, outputs=laid.outputs)
 
 
 def _details(outs: dict) -> dict:
-    """LiteRT's output details as :func:`.writer._declared` gives the model's: name -> (index, shape, dtype)."""
+    """LiteRT's output details by name: (tensor index, shape, dtype)."""
     return {n: (int(d["index"]), tuple(int(x) for x in d["shape"]), np.dtype(d["dtype"])) for n, d in outs.items()}
 
 
@@ -243,7 +215,7 @@ def open_external(laid, num_threads: int, builtin_ok: bool = False):
         return None  # replaced while LiteRT opened it: its numbers could be another file's
     logger().debug("LiteRT engine: %d constants (%d bytes) read from %s in place", len(ext.files),
                    sum(size for _, _, _, size, _ in ext.files), ", ".join(files))
-    return Compiled(cm, api, model, ext.packed, ext.files)
+    return Compiled(cm, api, model, ext.packed, ext.files, ext.outputs)
 
 
 def open_prepared(laid, num_threads: int, cache_dir: str, resizes: list, external: bool = True):
@@ -251,8 +223,7 @@ def open_prepared(laid, num_threads: int, cache_dir: str, resizes: list, externa
     resized as ``resizes[k]`` says: through the packed-weight cache (``cache_dir``, :func:`open_compiled`), else
     with the constants read from the program file in place (``external``, :func:`open_external`); or None (LiteRT's
     CompiledModel does not take it, or neither applies: the interpreter decides)."""
-    fixed = [k for k, resize in enumerate(resizes) if not resize]
-    compiled = open_compiled(laid, num_threads, cache_dir, fixed=fixed) if cache_dir else None
+    compiled = open_compiled(laid, num_threads, cache_dir) if cache_dir else None
     if compiled is None and external:
         compiled = open_external(laid, num_threads)
     if compiled is None:
@@ -261,7 +232,7 @@ def open_prepared(laid, num_threads: int, cache_dir: str, resizes: list, externa
         with capture_native_stderr():
             for k, resize in enumerate(resizes):
                 sub = compiled.subgraph(k)
-                if resize:  # otherwise allocated at the declared shapes already
+                if resize:  # otherwise prepared by its first call (CompiledSubgraph)
                     for t, dims in resize.items():
                         sub.resize(t, dims)
                     sub.allocate()
@@ -276,11 +247,11 @@ class Compiled:
     """A CompiledModel and the model bytes it reads its other constants from (kept alive with it; None where
     LiteRT maps the model from the cache's file)."""
 
-    def __init__(self, cm, api, model, packed=(), files=(), declared=None):
+    def __init__(self, cm, api, model, packed=(), files=(), outputs=()):
         self.cm, self.api, self.model, self.packed, self.files = cm, api, model, packed, files
-        #: signature -> its outputs as the model declares them, where they are known to be LiteRT's (see
-        #: :func:`open_compiled`): a :class:`CompiledSubgraph` then sizes its outputs without asking LiteRT
-        self.declared = declared or {}
+        #: per signature, the tensor index of each output by name as the model was written, or None (see
+        #: :attr:`.writer.Unwritten.outputs`)
+        self.outputs = outputs
         self._subs: dict[int, CompiledSubgraph] = {}
 
     def release(self) -> int:
@@ -299,7 +270,13 @@ class Compiled:
 
 class CompiledSubgraph:
     """Signature ``k`` of a :class:`Compiled`, with the :class:`.adapter.Subgraph` methods a plan runs on
-    (tensors by index; LiteRT's input buffers have no view, so no ``tensor``)."""
+    (tensors by index; LiteRT's input buffers have no view, so no ``tensor``).
+
+    It is made unprepared where the model names its outputs (:attr:`Compiled.outputs`): LiteRT's first answer
+    about a CompiledModel's outputs prepares XNNPACK's runtime (10-15 ms of ResNet18's load), which the plan then
+    has done by its first call (:meth:`allocate`, when :attr:`prepared` is False), as ExecuTorch's first call
+    does. The output arrays are sized by LiteRT's answer: never by the shapes the model declares, since LiteRT
+    writes a whole output into a buffer smaller than it, past its end."""
 
     def __init__(self, compiled: Compiled, k: int):
         self.compiled, self.k = compiled, k
@@ -307,18 +284,32 @@ class CompiledSubgraph:
         sig = cm.get_signature_by_index(k)
         self._key, self._in_names, self._out_names = sig["key"], list(sig["inputs"]), list(sig["outputs"])
         ins = cm.get_input_tensor_details(self._key)
-        declared = compiled.declared.get(k)
-        outs = declared if declared is not None else _details(cm.get_output_tensor_details(self._key))
         self._in_pos = {int(ins[n]["index"]): j for j, n in enumerate(self._in_names)}
-        self._out_pos = {outs[n][0]: j for j, n in enumerate(self._out_names)}
-        self.allocate(declared)
+        named = compiled.outputs[k] if k < len(compiled.outputs) else None
+        self._arrays = self._outs = None
+        if named is None or set(named) != set(self._out_names):
+            self._named = None
+            self.allocate()  # asks LiteRT, which numbers the outputs
+        else:
+            self._named = named
+            self._out_pos = {named[n]: j for j, n in enumerate(self._out_names)}
+            self._ins = cm.create_input_buffers(k)
 
-    def allocate(self, outs: dict | None = None) -> None:
-        """LiteRT's input buffers and pterun's output arrays at the signature's current shapes (the caller captures
-        LiteRT's stderr, as it does around the interpreter's); ``outs``: those shapes as the model declares them,
-        known to be LiteRT's (:attr:`Compiled.declared`), else LiteRT is asked."""
+    @property
+    def prepared(self) -> bool:
+        """Whether LiteRT has prepared the signature and its output arrays are made (see the class docstring)."""
+        return self._arrays is not None
+
+    def allocate(self) -> None:
+        """LiteRT's input buffers and pterun's output arrays at the signature's current shapes, as LiteRT works
+        them out (the caller captures LiteRT's stderr, as it does around the interpreter's). RuntimeError where
+        LiteRT numbers the outputs otherwise than the model it was given does."""
         cm, api = self.compiled.cm, self.compiled.api
-        outs = outs if outs is not None else _details(cm.get_output_tensor_details(self._key))
+        outs = _details(cm.get_output_tensor_details(self._key))
+        if self._named is None:
+            self._out_pos = {outs[n][0]: j for j, n in enumerate(self._out_names)}
+        elif any(outs[n][0] != t for n, t in self._named.items()):
+            raise RuntimeError(f"LiteRT numbers the outputs {outs} where the model gave {self._named}")
         self._ins = cm.create_input_buffers(self.k)
         self._arrays = [_aligned(outs[n][1], outs[n][2]) for n in self._out_names]
         self._outs = [api.host(a.reshape(-1)) for a in self._arrays]

@@ -217,8 +217,8 @@ class LiteRTPlan:
         return arrays
 
     def _fit(self, arrays: list) -> list:
-        """The arrays as the interpreter takes them, resizing it where a call brings new input shapes; raises
-        Unsupported for a shape this model cannot take."""
+        """The arrays as the interpreter takes them, resizing it where a call brings new input shapes (preparing a
+        CompiledModel's signature at its first call); raises Unsupported for a shape this model cannot take."""
         shapes, resized = self._shapes, False
         for k, (t, a) in enumerate(arrays):
             if a.shape == shapes[t]:
@@ -233,7 +233,7 @@ class LiteRTPlan:
                                   f"padding only at {list(shapes[t])}")
             self._resize(t, a.shape)
             resized = True
-        if resized:
+        if resized or not self._sub.prepared:  # (a CompiledModel's first call prepares it: .compiled)
             self._reallocate()
         return arrays
 

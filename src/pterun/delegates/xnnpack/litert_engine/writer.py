@@ -39,7 +39,7 @@ class Unwritten(Fields):
     files: tuple = ()
     #: ``relay()``: the same model with the constants it can read from program files as external buffers
     relay: object = None
-    #: per signature, its outputs as the model declares them (:func:`_declared`), or None
+    #: per signature, the tensor index of each of its outputs by name (:func:`_named`), or None
     outputs: tuple = ()
 
     @property
@@ -205,9 +205,8 @@ class ModelWriter:
         read = tuple((path, st, offset, data.size, b in packed_buffers)
                      for b, (path, st, (offset, data)) in files.items())
         relay = None if external else (lambda: self._layout(subgraphs, signatures, packed_buffers, external=True))
-        outputs = tuple(_declared(subgraphs[s.subgraphIndex], [(m.name, m.tensorIndex) for m in s.outputs])
-                        for s in signatures) if signatures else \
-            (_declared(subgraphs[0], [(subgraphs[0].tensors[t].name, t) for t in subgraphs[0].outputs.tolist()]),)
+        outputs = tuple(_named([(m.name, m.tensorIndex) for m in s.outputs]) for s in signatures) if signatures \
+            else (_named([(subgraphs[0].tensors[t].name, t) for t in subgraphs[0].outputs.tolist()]),)
         return Unwritten(bytes(fb), at, blobs, _align(pos), packed, read, relay, outputs)
 
     def size_bound(self) -> int:
@@ -230,24 +229,15 @@ class ModelWriter:
 _PACKED_INPUTS = {"CONV_2D": (1, 2), "DEPTHWISE_CONV_2D": (1, 2), "FULLY_CONNECTED": (1, 2), "TRANSPOSE_CONV": (1, 3)}
 
 
-#: TensorType -> the NumPy dtype LiteRT names it by
-_DTYPES = {TFL.TensorType.FLOAT32: np.dtype(np.float32), TFL.TensorType.FLOAT16: np.dtype(np.float16),
-           TFL.TensorType.INT32: np.dtype(np.int32), TFL.TensorType.UINT8: np.dtype(np.uint8),
-           TFL.TensorType.INT8: np.dtype(np.int8), TFL.TensorType.BOOL: np.dtype(np.bool_)}
-
-
-def _declared(sg: TFL.SubGraph, named: list) -> dict | None:
-    """name -> (tensor index, shape, dtype) of the outputs ``named`` ((name, tensor index) in a signature's order;
-    a model without signatures gets one from LiteRT naming them by their tensors' names) as ``sg`` declares them;
-    None where a name is missing or repeated, or an output has dims that change from call to call or a type
-    without a NumPy dtype here."""
+def _named(named: list) -> dict | None:
+    """name -> tensor index of the outputs ``named`` ((name, tensor index) in a signature's order; a model without
+    signatures gets one from LiteRT naming them by their tensors' names); None where a name is missing or
+    repeated."""
     out = {}
     for name, t in named:
-        tensor = sg.tensors[t]
-        dtype = _DTYPES.get(tensor.type)
-        if not name or name in out or dtype is None or tensor.signature is not None and -1 in list(tensor.signature):
+        if not name or name in out:
             return None
-        out[name] = (int(t), tuple(int(d) for d in tensor.shape), dtype)
+        out[name] = int(t)
     return out
 
 
