@@ -93,7 +93,7 @@ def test_a_compiled_model_is_prepared_by_its_first_call_with_the_interpreters_nu
     plans = _plans(m)
     assert plans and all(type(p._interp).__name__ == "Compiled" for p in plans)
     assert asked.n == 0 and not any(p._sub.prepared for p in plans)
-    for k in range(3):  # the first call prepares each signature, once
+    for _ in range(3):  # the first call prepares each signature, once
         got = m.execute(call["inputs"])
         for g, r in zip(got, ref):
             assert type(g) is type(r) and g.dtype == r.dtype and g.shape == r.shape
