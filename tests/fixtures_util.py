@@ -60,6 +60,13 @@ def load_calls_from(path) -> list[dict]:
              "outputs": [decode(v) for v in c["outputs"]]} for c in manifest]
 
 
+def litert_plans(method) -> list:
+    """The plans of a loaded method that run on the LiteRT engine: its delegate calls' and its merged calls'."""
+    r = method._runner
+    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()]
+            if getattr(ex, "engine", None) == "litert"]
+
+
 def _bfloat16() -> np.dtype:
     import ml_dtypes  # only when a fixture holds bf16 tensors: a float fixture must not import it
 

@@ -12,7 +12,7 @@ import importlib.util
 
 import numpy as np
 import pytest
-from fixtures_util import FIXTURES, load_calls_from
+from fixtures_util import FIXTURES, litert_plans, load_calls_from
 
 from pterun import Runtime
 from pterun.delegates.xnnpack.litert_engine import bindings as B
@@ -63,12 +63,6 @@ class _Asked:
         monkeypatch.setattr(B.Model, "get_output_tensor_details", counted)
 
 
-def _plans(method) -> list:
-    r = method._runner
-    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()] if getattr(ex, "engine", None) ==
-            "litert"]
-
-
 def _load(rel: str, **kwargs):
     call = load_calls_from((FIXTURES / rel).with_suffix(".npz"))[0]
     return Runtime(engine="litert", **kwargs).load_program(FIXTURES / rel).load_method(call["method"]), call
@@ -83,14 +77,14 @@ def test_a_compiled_model_is_prepared_by_its_first_call_with_the_interpreters_nu
     monkeypatch.setattr(K, "NOTE_LOADS", 0)
     plain, call = _load(rel)
     ref = plain.execute(call["inputs"])
-    assert {type(p._interp).__name__ for p in _plans(plain)} == {"Interpreter"}
+    assert {type(p._interp).__name__ for p in litert_plans(plain)} == {"Interpreter"}
     cache = tmp_path if how != "in place" else False
     if how == "cache hit":
         _load(rel, cache=cache)
     asked = _Asked(monkeypatch)
     monkeypatch.setattr(C, "EXTERNAL_MIN_BYTES", 0 if how == "in place" else 1 << 62)
     m, _ = _load(rel, cache=cache)
-    plans = _plans(m)
+    plans = litert_plans(m)
     assert plans and all(type(p._interp).__name__ == "Compiled" for p in plans)
     assert asked.n == 0 and not any(p._sub.prepared for p in plans)
     for _ in range(3):  # the first call prepares each signature, once
@@ -112,7 +106,7 @@ def test_a_first_call_litert_cannot_prepare_moves_to_the_numpy_engine_saying_why
             raise RuntimeError("CompiledModel error: cannot prepare")
         return {n: {**d, "index": int(d["index"]) + 1} for n, d in details(model, key).items()}
 
-    plan, = _plans(m)
+    plan, = litert_plans(m)
     assert type(plan._interp).__name__ == "Compiled" and not plan._sub.prepared
     _Asked(monkeypatch, faulty)
     with caplog.at_level("INFO", logger="pterun"):
@@ -138,7 +132,7 @@ def test_every_committed_program_numbers_its_outputs_as_litert_does(monkeypatch)
                     method = program.load_method(name)
                 except Exception:  # noqa: BLE001  (a method needing inputs this test does not give)
                     continue
-                for compiled in {id(c): c for c in (getattr(p, "_interp", None) for p in _plans(method))
+                for compiled in {id(c): c for c in (getattr(p, "_interp", None) for p in litert_plans(method))
                                  if type(c).__name__ == "Compiled"}.values():
                     for sub in compiled._subs.values():
                         if sub._named is not None:

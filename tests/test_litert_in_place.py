@@ -11,18 +11,12 @@ import shutil
 
 import numpy as np
 import pytest
-from fixtures_util import FIXTURES, load_calls_from, run_python
+from fixtures_util import FIXTURES, litert_plans, load_calls_from, run_python
 
 from pterun import Runtime
 
 HAVE_LITERT = importlib.util.find_spec("ai_edge_litert") is not None
 pytestmark = pytest.mark.skipif(not HAVE_LITERT, reason="ai-edge-litert is not installed")
-
-
-def _plans(method) -> list:
-    r = method._runner
-    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()]
-            if getattr(ex, "engine", None) == "litert"]
 
 
 def _run(source, rel: str, **kw):
@@ -42,10 +36,10 @@ def in_place(monkeypatch):
 @pytest.mark.parametrize("rel", ["xnn_mlp.pte", "xnn_qint8_cnn.pte", "xnn_mobilenet_v2.pte", "xnn_8da4w.pte"])
 def test_constants_read_in_place_give_the_interpreters_numbers_bit_for_bit(rel, in_place, monkeypatch):
     m, got = _run(FIXTURES / rel, rel)
-    plans = [ex._interp for ex in _plans(m)]
+    plans = [ex._interp for ex in litert_plans(m)]
     monkeypatch.setattr(in_place, "EXTERNAL_MIN_BYTES", 1 << 62)
     ref_m, ref = _run(FIXTURES / rel, rel)
-    assert {type(p).__name__ for p in _plans(ref_m) for p in [p._interp]} == {"Interpreter"}
+    assert {type(p).__name__ for p in litert_plans(ref_m) for p in [p._interp]} == {"Interpreter"}
     assert plans and {type(p).__name__ for p in plans} == {"Compiled"}
     path = os.path.abspath(FIXTURES / rel)
     for p in plans:
@@ -63,13 +57,13 @@ def test_a_program_given_as_bytes_or_replaced_at_its_path_is_copied_as_before(in
     rel = "xnn_mobilenet_v2.pte"
     data = (FIXTURES / rel).read_bytes()
     m, want = _run(data, rel)
-    assert {type(p._interp).__name__ for p in _plans(m)} == {"Interpreter"}  # no file to read from
+    assert {type(p._interp).__name__ for p in litert_plans(m)} == {"Interpreter"}  # no file to read from
     path = tmp_path / "model.pte"
     shutil.copyfile(FIXTURES / rel, path)
     program = Runtime(engine="litert").load_program(path)
     os.replace(shutil.copyfile(FIXTURES / rel, tmp_path / "other.pte"), path)  # another file at the path now
     m = program.load_method("forward")
-    assert {type(p._interp).__name__ for p in _plans(m)} == {"Interpreter"}
+    assert {type(p._interp).__name__ for p in litert_plans(m)} == {"Interpreter"}
     got = m.execute(load_calls_from((FIXTURES / rel).with_suffix(".npz"))[0]["inputs"])
     for g, r in zip(got, want):
         np.testing.assert_array_equal(g, r)

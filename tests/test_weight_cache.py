@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from fixtures_util import FIXTURES, load_calls_from, run_python
+from fixtures_util import FIXTURES, litert_plans, load_calls_from, run_python
 from pterun import Runtime, config
 from pterun.delegates.xnnpack.litert_engine import cache as K
 
@@ -291,14 +291,8 @@ def test_loads_through_the_cache_give_the_interpreters_numbers_bit_for_bit(rel, 
         {f[:-len(".tflite")] for f in files if f.endswith(".tflite")}  # each model kept beside its weights
     # the third load read the model from its file: nothing of it was written in memory
     m = Runtime(engine="litert", cache=tmp_path).load_program(FIXTURES / rel).load_method("forward")
-    models = [ex._interp for ex in _litert_plans(m)]
+    models = [ex._interp for ex in litert_plans(m)]
     assert models and all(type(c).__name__ == "Compiled" and c.model is None for c in models)
-
-
-def _litert_plans(method) -> list:
-    r = method._runner
-    return [ex for ex in list(r.executors) + [v[1] for v in r.merged.values()]
-            if getattr(ex, "engine", None) == "litert"]
 
 
 @needs_litert
@@ -352,7 +346,7 @@ def test_a_program_given_as_bytes_names_its_constants_by_their_bytes_and_reads_i
     files = os.listdir(tmp_path / "xnnpack")
     assert not any(f.endswith(".file") for f in files)  # no file behind the bytes: no digest noted
     assert sum(f.endswith(".tflite") for f in files) == 1 and sum(f.endswith(".weights") for f in files) == 1
-    assert all(type(ex._interp).__name__ == "Compiled" and ex._interp.model is None for ex in _litert_plans(m))
+    assert all(type(ex._interp).__name__ == "Compiled" and ex._interp.model is None for ex in litert_plans(m))
 
 
 @needs_litert
