@@ -47,8 +47,7 @@ class Unwritten(Fields):
         """How many bytes of constants :meth:`external` would read from program files, without laying it out."""
         if self.relay is None:
             return 0
-        found = _in_files([(k, data, xor) for k, (_, data, xor) in enumerate(self.blobs)])
-        return sum(int(data.size) for _, _, (_, data) in found.values())
+        return sum(int(data.size) for _, _, (_, data) in self.relay.files().values())
 
     def external(self) -> Unwritten | None:
         """The same model laid out with every constant that is a run of a program file pterun mapped, 64-byte
@@ -173,11 +172,12 @@ class ModelWriter:
         return self._layout(subgraphs, signatures).fill()
 
     def _layout(self, subgraphs: list, signatures: list | None = None, packed_buffers=None,
-                external: bool = False) -> Unwritten:
+                external: _Relay | None = None) -> Unwritten:
         """The model laid out (see :class:`Unwritten`); ``packed_buffers``: the buffers only weight packing reads
-        (:meth:`packed_buffers` by default); ``external``: constants in program files read from there."""
+        (:meth:`packed_buffers` by default); ``external``: the relay whose constants in program files are read
+        from there."""
         packed_buffers = set(self.packed_buffers() if packed_buffers is None else packed_buffers)
-        files = _in_files(self.blobs) if external else {}
+        files = external.files() if external else {}
         groups = list(dict.fromkeys(path for path, _, _ in files.values()))
         ids = {b: k + 1 for k, b in enumerate(files)}  # id 0 means none
         m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate", externalGroups=groups,
@@ -204,7 +204,7 @@ class ModelWriter:
         packed = tuple((self.buffers[b].offset, self.buffers[b].size) for b in sorted(packed_buffers - set(files)))
         read = tuple((path, st, offset, data.size, b in packed_buffers)
                      for b, (path, st, (offset, data)) in files.items())
-        relay = None if external else (lambda: self._layout(subgraphs, signatures, packed_buffers, external=True))
+        relay = None if external else _Relay(self, subgraphs, signatures, packed_buffers)
         outputs = tuple(_named([(m.name, m.tensorIndex) for m in s.outputs]) for s in signatures) if signatures \
             else (_named([(subgraphs[0].tensors[t].name, t) for t in subgraphs[0].outputs.tolist()]),)
         return Unwritten(bytes(fb), at, blobs, _align(pos), packed, read, relay, outputs)
@@ -223,6 +223,26 @@ class ModelWriter:
 
     def _pack(self, m: TFL.Model) -> bytearray:
         return TFL.serialize(m)
+
+
+class _Relay:
+    """:attr:`Unwritten.relay`: ``relay()`` lays the writer's model out again with the constants that are runs of
+    program files read from there; :meth:`files` finds those constants once, for that layout and for
+    :attr:`Unwritten.in_place_bytes` (which decides whether to make it: MobileNetV2's 107 constants, ~1 ms)."""
+
+    def __init__(self, writer: ModelWriter, subgraphs: list, signatures, packed_buffers):
+        self._args = (writer, subgraphs, signatures, packed_buffers)
+        self._files = None
+
+    def files(self) -> dict:
+        """:func:`_in_files` of the writer's constants, found at the first call."""
+        if self._files is None:
+            self._files = _in_files(self._args[0].blobs)
+        return self._files
+
+    def __call__(self) -> Unwritten:
+        writer, subgraphs, signatures, packed_buffers = self._args
+        return writer._layout(subgraphs, signatures, packed_buffers, external=self)
 
 
 # operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
