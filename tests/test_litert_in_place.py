@@ -179,3 +179,42 @@ def test_only_aligned_unchanged_runs_of_a_mapped_file_with_a_utf8_name_are_read_
     remember(other, str(tmp_path / "caf\udce9.pte"), os.stat(path))  # a name not valid UTF-8
     assert _in_files([(1, np.frombuffer(other, np.uint8)[64:128], 0)]) == {}
     del whole
+
+
+def test_the_program_pages_litert_mapped_are_given_back_by_the_first_call_not_the_load():
+    # LiteRT maps each constant it reads in place privately; XNNPACK packs them all when the model is made, and
+    # the pages of the packed ones are given back once the model's signature is prepared, in its first call
+    # (Compiled.release_when_prepared): the load does not wait for it, and nothing is kept after it
+    rel = "xnn_mobilenet_v2.pte"
+    code = f"""
+import numpy as np
+from fixtures_util import load_calls_from
+from pterun import Runtime
+from pterun.delegates.xnnpack.litert_engine import compiled
+compiled.EXTERNAL_MIN_BYTES = 0
+path = {str(FIXTURES / rel)!r}
+
+def private_kb():
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
+            inside = len(head) >= 6 and head[5] == path and head[1][3] == "p"
+        elif inside and line.startswith("Rss:"):
+            total += int(head[1])
+    return total
+
+m = Runtime(engine="litert").load_program(path).load_method("forward")
+loaded = private_kb()
+m.execute(load_calls_from({str((FIXTURES / rel).with_suffix('.npz'))!r})[0]["inputs"])
+called = private_kb()
+Runtime(engine="litert").load_program(path).load_method("forward")
+print(sorted({{type(ex._interp).__name__ for ex in m._runner.executors}}), loaded, called, private_kb())
+"""
+    r = run_python(f"import sys; sys.path.insert(0, {str(FIXTURES.parent)!r})\n" + code)
+    assert r.returncode == 0, r.stderr
+    kinds, loaded, called, again = r.stdout.rsplit(" ", 3)
+    assert kinds == "['Compiled']"
+    # its 106 constants hold 1.6 MB, a few KB each at the smallest: the pages they share at their ends stay
+    assert int(loaded) > 1024 and int(called) < int(loaded) // 2
+    assert int(again) - int(called) > 1024  # a second load's mappings, not given back before its first call

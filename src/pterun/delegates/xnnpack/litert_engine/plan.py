@@ -393,7 +393,7 @@ def _build_group(plans: list) -> None:
             _INTERPRETERS.add(compiled.cm)
             _share(plans, compiled, compiled.model)
             release_sources(laid.sources)
-            compiled.release()
+            compiled.release_when_prepared()
             return
         model = laid.fill()
         from_file = release_sources(laid.sources)  # copied into the model's bytes: the file's pages can go now

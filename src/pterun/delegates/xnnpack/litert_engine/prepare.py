@@ -65,7 +65,7 @@ def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir:
         if compiled is not None:
             keep(compiled.cm)
             release_sources(tr.sources)
-            compiled.release()
+            compiled.release_when_prepared()
             return compiled, tr._replace(model=compiled.model), shapes
         tr = tr._replace(model=laid.fill())
         from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
