@@ -12,7 +12,10 @@ Run it with the reference virtualenv; time both runtimes on the same file with `
     BENCH_REF_THREADS=2 .ref/bin/python bench/run_one.py bench/models/fc48.pte --runtime executorch --quiet
 
 Each pair is Linear(768, 2048) then Linear(2048, 768), no bias, random weights (seed 0), quantized with torchao's
-``Int8DynamicActivationIntxWeightConfig`` (int4 weights in groups of 128, int8 activations per token).
+``Int8DynamicActivationIntxWeightConfig`` (int4 weights in groups of 128, int8 activations per token), or left in
+float32 (``--fp32``: ``--pairs 40`` holds 126M weights, 503 MB, about a 130M fp32 Llama's)::
+
+    .ref/bin/python bench/export_fc_stack.py bench/models/fc40f.pte --pairs 40 --fp32
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ def main() -> None:
     ap.add_argument("--split", action="store_true", help="a portable cumsum after every pair: one delegate each")
     ap.add_argument("--tokens", type=int, default=1, help="rows of the input (default 1: a decode step; more: a "
                     "prefill's many-row kernels)")
+    ap.add_argument("--fp32", action="store_true", help="float32 weights, not quantized: a decode step that only "
+                    "streams its weights from memory (an fp32 LLM's)")
     args = ap.parse_args()
 
     import torch
@@ -52,7 +57,9 @@ def main() -> None:
             return x
 
     model = Stack().eval()
-    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(128)))
+    if not args.fp32:
+        quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4,
+                                                               weight_granularity=PerGroup(128)))
     exported = torch.export.export(model, (torch.randn(1, args.tokens, 768),))
     program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
     with open(args.out, "wb") as f:
