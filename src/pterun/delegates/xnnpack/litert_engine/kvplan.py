@@ -34,7 +34,8 @@ import numpy as np
 
 from pterun.delegates.xnnpack import graph as G
 from pterun.delegates.xnnpack.binding import input_array, write_output
-from pterun.delegates.xnnpack.litert_engine.compiled import invoker, litert_api, open_compiled, open_external
+from pterun.delegates.xnnpack.litert_engine.compiled import (invoker, litert_api, open_compiled, open_external,
+                                                             release_waiting)
 from pterun.delegates.xnnpack.litert_engine.env import Unsupported, capture_native_stderr
 from pterun.delegates.xnnpack.litert_engine.memory import release_packed, release_sources
 from pterun.delegates.xnnpack.litert_engine.prepare import declared_at
@@ -227,6 +228,7 @@ class KvPlan:
         api = litert_api()
         if api is None:
             raise Unsupported("LiteRT's CompiledModel API is not usable here")
+        release_waiting()  # before this model's memory (.compiled.Compiled.release_when_prepared)
         laid = translate_signed(self._graph)
         compiled = open_compiled(laid, self.num_threads, self._cache_dir, builtin_ok=True) \
             or open_external(laid, self.num_threads, builtin_ok=True)
