@@ -52,13 +52,12 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", type=int, default=12)
     ap.add_argument("--method", default="forward")
     args = ap.parse_args(argv)
-    got: dict[str, list] = {t: [] for t in args.trees}
+    got: list[list] = [[], []]  # per tree (the same folder twice measures the noise)
     for i in range(args.pairs):
-        for t in (args.trees if i % 2 == 0 else args.trees[::-1]):
-            got[t].append(one(t, args.model, args.method))
-    a, b = (got[t] for t in args.trees)
-    ratios = [y[0] / x[0] for x, y in zip(a, b)]
-    for t, runs in got.items():
+        for k in ((0, 1) if i % 2 == 0 else (1, 0)):
+            got[k].append(one(args.trees[k], args.model, args.method))
+    ratios = [y[0] / x[0] for x, y in zip(*got)]
+    for t, runs in zip(args.trees, got):
         print(f"{t}: load {statistics.median(r[0] for r in runs):.1f} ms, first call "
               f"{statistics.median(r[1] for r in runs):.1f} ms (medians of {len(runs)})")
     print(f"load, second / first: median of pair ratios {statistics.median(ratios):.3f} "

@@ -421,3 +421,16 @@ def test_decode_steps_times_pterun_from_each_position(capsys):
     assert all(float(line.split("pterun ")[1]) > 0 for line in lines[1:])
     with pytest.raises(SystemExit, match="pterun worker failed"):  # past the 128-position cache
         decode_steps.main([str(FIXTURES / "llm" / "kv_xnn.pte"), "--pos", "126", "--steps", "4", "--rounds", "1"])
+
+
+def test_load_pairs_times_both_trees_in_alternating_processes():
+    # the same tree twice: two lines of medians and one ratio over the pairs, from processes that really loaded
+    src = str(ROOT / "src")
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "load_pairs.py"), str(FIXTURES / "mlp.pte"),
+                           "--trees", src, src + os.sep, "--pairs", "2"], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines[:2]] == [src, src + os.sep]
+    assert all("(medians of 2)" in ln for ln in lines[:2])
+    assert lines[2].startswith("load, second / first: median of pair ratios ") and "of 2 pairs faster" in lines[2]
