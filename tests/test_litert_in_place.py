@@ -181,6 +181,7 @@ def test_only_aligned_unchanged_runs_of_a_mapped_file_with_a_utf8_name_are_read_
     del whole
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="Linux's memory map")
 def test_the_program_pages_litert_mapped_are_given_back_by_the_first_call_or_the_next_model_made():
     # LiteRT maps each constant it reads in place privately; XNNPACK packs them all when the model is made, and
     # the pages of the packed ones are given back once the model's signature is prepared, in its first call
@@ -195,25 +196,17 @@ compiled.EXTERNAL_MIN_BYTES = 0
 path = {str(FIXTURES / rel)!r}
 inputs = load_calls_from({str((FIXTURES / rel).with_suffix('.npz'))!r})[0]["inputs"]
 
-def private_kb():
-    total, inside = 0, False
-    for line in open("/proc/self/smaps"):
-        head = line.split()
-        if "-" in head[0] and len(head) >= 5 and ":" in head[3]:
-            inside = len(head) >= 6 and head[5] == path and head[1][3] == "p"
-        elif inside and line.startswith("Rss:"):
-            total += int(head[1])
-    return total
+from test_litert_in_place import _rss_kb
 
 first = Runtime(engine="litert").load_program(path).load_method("forward")
-loaded = private_kb()
+loaded = _rss_kb(path)
 second = Runtime(engine="litert").load_program(path).load_method("forward")
-both = private_kb()
+both = _rss_kb(path)
 second.execute(inputs)
-called = private_kb()
+called = _rss_kb(path)
 first.execute(inputs)
 kinds = {{type(ex._interp).__name__ for m in (first, second) for ex in m._runner.executors}}
-print(sorted(kinds), loaded, both, called, private_kb())
+print(sorted(kinds), loaded, both, called, _rss_kb(path))
 """
     r = run_python(f"import sys; sys.path.insert(0, {str(FIXTURES.parent)!r})\n" + code)
     assert r.returncode == 0, r.stderr
