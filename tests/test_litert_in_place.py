@@ -53,6 +53,22 @@ def test_constants_read_in_place_give_the_interpreters_numbers_bit_for_bit(rel, 
         np.testing.assert_array_equal(g, r)
 
 
+@pytest.mark.parametrize("rel", ["xnn_mobilenet_v2.pte", "xnn_mlp.pte"])
+def test_a_model_read_in_place_packs_only_the_flatbuffer_litert_reads(rel, in_place, monkeypatch):
+    from pterun.delegates.xnnpack.litert_engine import writer
+
+    packed, pack = [], writer.ModelWriter._pack
+    monkeypatch.setattr(writer.ModelWriter, "_pack", lambda w, m: packed.append(bool(m.externalBuffers)) or pack(w, m))
+    m, _ = _run(FIXTURES / rel, rel)
+    plans = [ex._interp for ex in litert_plans(m)]
+    assert plans and all(type(p).__name__ == "Compiled" and p.files for p in plans)
+    assert packed == [True] * len(plans)  # the plain layout (constants copied) is never made
+    packed.clear()
+    monkeypatch.setattr(in_place, "EXTERNAL_MIN_BYTES", 1 << 62)  # too small to read in place: the plain one only
+    m, _ = _run(FIXTURES / rel, rel)
+    assert packed == [False] * len(litert_plans(m))
+
+
 def test_a_program_given_as_bytes_or_replaced_at_its_path_is_copied_as_before(in_place, tmp_path):
     rel = "xnn_mobilenet_v2.pte"
     data = (FIXTURES / rel).read_bytes()

@@ -208,8 +208,8 @@ def open_external(laid, num_threads: int, builtin_ok: bool = False):
     CompiledModel, the file at the path is no longer the one pterun mapped (checked before and after LiteRT opens
     it), LiteRT refuses the model, or XNNPACK does not take it whole (``builtin_ok`` as :func:`open_compiled`)."""
     floor = max(EXTERNAL_MIN_BYTES, 1)
-    if sum(int(data.size) for _, data, _ in laid.blobs) < floor or laid.in_place_bytes < floor:
-        return None  # decided before a second layout is made; the first test costs nothing (MobileNetV2: 2 ms)
+    if sum(int(data.size) for data in laid.sources) < floor or laid.in_place_bytes < floor:
+        return None  # decided before a layout is made; the first test costs nothing (MobileNetV2: 2 ms)
     ext = laid.external()
     if ext is None:
         return None

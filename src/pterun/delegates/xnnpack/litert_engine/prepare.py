@@ -67,7 +67,7 @@ def interpreter_for(graph: G.Graph, num_threads: int, load_dims=None, cache_dir:
             release_sources(tr.sources)
             compiled.release_when_prepared()
             return compiled, tr._replace(model=compiled.model), shapes
-        tr = tr._replace(model=laid.fill())
+        tr = tr._replace(model=laid.fill(), packed=laid.packed)
         from_file = release_sources(tr.sources)  # copied into the model's bytes: the file's pages can go now
         try:
             with capture_native_stderr():

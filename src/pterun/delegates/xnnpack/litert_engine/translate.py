@@ -19,7 +19,7 @@ from pterun.delegates.xnnpack.litert_engine.attention import AttentionRules
 from pterun.delegates.xnnpack.litert_engine.env import Unavailable, Unsupported, modules
 from pterun.delegates.xnnpack.litert_engine.lower import KernelRules
 from pterun.delegates.xnnpack.litert_engine.nodes import _BINARY, _FUSABLE, _UNARY, NodeRules, _same_quant
-from pterun.delegates.xnnpack.litert_engine.writer import ModelWriter, Unwritten
+from pterun.delegates.xnnpack.litert_engine.writer import Laying, ModelWriter
 from pterun.delegates.xnnpack.litert_engine.writer import combine as _combine
 
 __all__ = ["Part", "Translation", "combine", "translate", "translate_laid", "translate_part", "translate_signed"]
@@ -241,15 +241,15 @@ class _Translator(NodeRules, KernelRules, AttentionRules, ModelWriter):
         if missing:
             raise Unsupported(f"outputs {missing} are never produced")
 
-    def run(self) -> tuple[Translation, Unwritten]:
-        """The translation, its model laid out but not written (``model`` None: :meth:`.writer.Unwritten.fill`)."""
+    def run(self) -> tuple[Translation, Laying]:
+        """The translation, its model to be laid out and written (``model`` None: :meth:`.writer.Unwritten.fill`)."""
         return self.laid(*self.build())
 
-    def laid(self, ins: list, outs: list) -> tuple[Translation, Unwritten]:
+    def laid(self, ins: list, outs: list) -> tuple[Translation, Laying]:
         """:meth:`run` after :meth:`build` gave ``ins`` and ``outs``."""
         consts = frozenset(i for i, t in enumerate(self.tensors) if t.buffer)
         laid = self.layout(ins, outs)
-        return Translation(None, ins, outs, self.fixed_shape, consts, laid.packed, laid.sources,
+        return Translation(None, ins, outs, self.fixed_shape, consts, (), laid.sources,
                            frozenset(self.kernel_tensors)), laid
 
     def build(self) -> tuple[list, list]:
@@ -286,10 +286,10 @@ class Translation(Fields):
     """A graph as a TFLite model: its bytes (None where a cached file of them is what LiteRT read, or before they
     are written: :func:`translate_laid`), the tensor index of each external input and output (in external-id
     order), whether it holds only at the graph's own input sizes (a pool's padding expressed as SAME), the tensors
-    with constant data, the byte ranges of the model only XNNPACK's weight packing reads, the arrays the
-    constants were copied from, and the tensors of operators LiteRT's builtin kernels may run (``builtin``: the
-    lowerings of portable operators, :mod:`.lower`, on float32 and bool values, where builtin and XNNPACK kernels
-    agree within the float tolerance; every other operator must run on XNNPACK)."""
+    with constant data, the byte ranges of the model only XNNPACK's weight packing reads (set with the bytes), the
+    arrays the constants were copied from, and the tensors of operators LiteRT's builtin kernels may run
+    (``builtin``: the lowerings of portable operators, :mod:`.lower`, on float32 and bool values, where builtin and
+    XNNPACK kernels agree within the float tolerance; every other operator must run on XNNPACK)."""
 
     model: bytes | None
     inputs: list
@@ -314,7 +314,7 @@ class Part(Fields):
     def nbytes(self) -> int:
         return sum(int(data.size) for _, data, _ in self.writer.blobs)
 
-    def laid(self) -> tuple[Translation, Unwritten]:
+    def laid(self) -> tuple[Translation, Laying]:
         """What :func:`translate_laid` gives for the graph, without translating it again. Only for a part that
         :func:`combine` has not taken (combining renumbers the writer's tables)."""
         return self.writer.laid(self.inputs, self.outputs)
@@ -360,8 +360,8 @@ def translate_part(graph: G.Graph) -> Part:
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
-def combine(parts: list) -> Unwritten:
-    """One TFLite model holding ``parts`` as subgraphs 0, 1, ..., laid out (:meth:`.writer.Unwritten.fill`)."""
+def combine(parts: list) -> Laying:
+    """One TFLite model holding ``parts`` as subgraphs 0, 1, ..., to be laid out (:class:`.writer.Laying`)."""
     modules()
     try:
         return _combine([(p.writer, p.inputs, p.outputs) for p in parts])
@@ -376,12 +376,12 @@ def translate(graph: G.Graph) -> Translation:
     missing.
     """
     tr, laid = translate_laid(graph)
-    return tr._replace(model=laid.fill())
+    return tr._replace(model=laid.fill(), packed=laid.packed)
 
 
-def translate_signed(graph: G.Graph) -> Unwritten:
+def translate_signed(graph: G.Graph) -> Laying:
     """The TFLite model of ``graph`` with a signature (:meth:`.writer.ModelWriter.signed`), for LiteRT's
-    CompiledModel, laid out (:meth:`.writer.Unwritten.fill` writes it); raises as :func:`translate` does."""
+    CompiledModel, to be laid out (:class:`.writer.Laying`); raises as :func:`translate` does."""
     modules()
     try:
         tr = _Translator(graph)
@@ -393,9 +393,10 @@ def translate_signed(graph: G.Graph) -> Unwritten:
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
-def translate_laid(graph: G.Graph) -> tuple[Translation, Unwritten]:
-    """:func:`translate` with the model laid out but not written: ``model`` is None until the caller fills it
-    (the packed-weight cache may load a file it wrote instead, :func:`.compiled.open_prepared`)."""
+def translate_laid(graph: G.Graph) -> tuple[Translation, Laying]:
+    """:func:`translate` with the model not yet laid out nor written (:class:`.writer.Laying`): ``model`` and
+    ``packed`` are unset until the caller fills it (the packed-weight cache may load a file it wrote instead, or
+    LiteRT read the constants from the program in place: :func:`.compiled.open_prepared`)."""
     modules()
     try:
         return _Translator(graph).run()

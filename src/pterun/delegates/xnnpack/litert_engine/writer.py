@@ -16,7 +16,7 @@ from pterun.delegates.xnnpack.litert_engine import tflite as TFL
 from pterun.delegates.xnnpack.litert_engine.memory import mapping_of, new_bytes
 from pterun.format.mapped import file_of
 
-__all__ = ["ModelWriter", "Unwritten", "combine"]
+__all__ = ["Laying", "ModelWriter", "Unwritten", "combine"]
 
 
 #: operators whose first version LiteRT registers is above 1
@@ -158,15 +158,15 @@ class ModelWriter:
     def serialize(self, ins: list[int], outs: list[int]) -> bytes:
         return self.layout(ins, outs).fill()
 
-    def layout(self, ins: list[int], outs: list[int]) -> Unwritten:
-        """The model of one subgraph laid out but not yet written (see :class:`Unwritten`)."""
-        return self._layout([self.subgraph(ins, outs)])
+    def layout(self, ins: list[int], outs: list[int]) -> Laying:
+        """The model of one subgraph, to be laid out (see :class:`Laying`) and then written."""
+        return Laying(self, [self.subgraph(ins, outs)])
 
-    def signed(self, ins: list[int], outs: list[int]) -> Unwritten:
+    def signed(self, ins: list[int], outs: list[int]) -> Laying:
         """:meth:`layout` with one signature, ``main``, naming input ``j`` ``i{j:04d}`` and output ``j``
         ``o{j:04d}`` (LiteRT's CompiledModel finds tensors by signature)."""
         maps = [[TFL.TensorMap(f"{p}{j:04d}", int(t)) for j, t in enumerate(ts)] for p, ts in (("i", ins), ("o", outs))]
-        return self._layout([self.subgraph(ins, outs)], [TFL.SignatureDef("main", 0, *maps)])
+        return Laying(self, [self.subgraph(ins, outs)], [TFL.SignatureDef("main", 0, *maps)])
 
     def _serialize(self, subgraphs: list, signatures: list | None = None) -> bytes:
         return self._layout(subgraphs, signatures).fill()
@@ -225,6 +225,41 @@ class ModelWriter:
         return TFL.serialize(m)
 
 
+class Laying:
+    """A writer's model about to be laid out: what :meth:`ModelWriter.layout`, :meth:`ModelWriter.signed` and
+    :func:`combine` give. Its plain layout (every constant copied into the model's bytes, an :class:`Unwritten`) is
+    made the first time something of it is asked for (``fb``, ``packed``, :meth:`fill`, ...), so a model read from
+    the program file in place (:meth:`external`, which lays out a model of its own) never packs a flatbuffer it
+    does not use: one of MobileNetV2's two (~3 ms), seven of an fp32 Llama's fourteen. Ask before the writer
+    changes: the layout reads its tables as they are then (:func:`combine` renumbers its members')."""
+
+    def __init__(self, writer: ModelWriter, subgraphs: list, signatures: list | None = None,
+                 packed_buffers: list | None = None):
+        packed = set(writer.packed_buffers() if packed_buffers is None else packed_buffers)
+        self._args, self._laid = (writer, subgraphs, signatures, packed), None
+        self.relay = _Relay(*self._args)
+
+    in_place_bytes = Unwritten.in_place_bytes
+    external = Unwritten.external
+
+    @property
+    def sources(self) -> tuple:
+        """The arrays the constants come from (:attr:`Unwritten.sources`), without laying the model out."""
+        return tuple(data for _, data, _ in self._args[0].blobs)
+
+    def laid(self) -> Unwritten:
+        """The plain layout, made at the first call."""
+        if self._laid is None:
+            writer, subgraphs, signatures, packed_buffers = self._args
+            self._laid = writer._layout(subgraphs, signatures, packed_buffers)
+        return self._laid
+
+    def __getattr__(self, name: str):  # fb, at, blobs, size, packed, files, outputs, fill: the plain layout's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.laid(), name)
+
+
 class _Relay:
     """:attr:`Unwritten.relay`: ``relay()`` lays the writer's model out again with the constants that are runs of
     program files read from there; :meth:`files` finds those constants once, for that layout and for
@@ -279,11 +314,11 @@ def _in_files(blobs) -> dict:
     return found
 
 
-def combine(members: list) -> Unwritten:
+def combine(members: list) -> Laying:
     """One model holding each member as a subgraph with a signature of its own (``"g<k>"``), so one LiteRT
     interpreter, and one XNNPACK thread pool, runs them all. ``members`` are ``(writer, inputs, outputs)``; each
     writer's tensors, operators and buffers are renumbered into the combined model (the writers are changed).
-    Returns the model laid out, its :attr:`Unwritten.packed` ranges those of every member."""
+    Returns the model to be laid out, its :attr:`Unwritten.packed` ranges those of every member."""
     out = ModelWriter()
     subgraphs, signatures, packed = [], [], []
     for k, (w, ins, outs) in enumerate(members):
@@ -308,7 +343,7 @@ def combine(members: list) -> Unwritten:
         subgraphs.append(w.subgraph(ins, outs, f"g{k}"))
         signatures.append(TFL.SignatureDef(f"g{k}", k, _tensor_maps("i", ins), _tensor_maps("o", outs)))
     out.extra_subgraphs = len(members)
-    return out._layout(subgraphs, signatures, packed)
+    return Laying(out, subgraphs, signatures, packed)
 
 
 def _tensor_maps(prefix: str, tensors: list) -> list[TFL.TensorMap]:
