@@ -69,6 +69,26 @@ def test_a_model_read_in_place_packs_only_the_flatbuffer_litert_reads(rel, in_pl
     assert packed == [False] * len(litert_plans(m))
 
 
+@pytest.mark.parametrize("external", [True, False], ids=["in-place", "copied"])
+def test_a_model_that_cannot_be_laid_out_runs_on_numpy_and_says_why(external, in_place, monkeypatch):
+    import struct
+
+    from pterun.delegates.xnnpack.litert_engine import writer
+
+    def refuse(w, m):
+        raise struct.error("argument out of range")
+
+    if not external:
+        monkeypatch.setattr(in_place, "EXTERNAL_MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(writer.ModelWriter, "_pack", refuse)  # as a field TFLite's format cannot hold does
+    rel = "xnn_mobilenet_v2.pte"
+    m, got = _run(FIXTURES / rel, rel)
+    (d,) = m.delegates
+    assert d.engine == "numpy" and "translation failed (error: argument out of range)" in d.reason, d.reason
+    want = load_calls_from((FIXTURES / rel).with_suffix(".npz"))[0]["outputs"]
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-4 * float(np.abs(want[0]).max()))
+
+
 def test_a_program_given_as_bytes_or_replaced_at_its_path_is_copied_as_before(in_place, tmp_path):
     rel = "xnn_mobilenet_v2.pte"
     data = (FIXTURES / rel).read_bytes()

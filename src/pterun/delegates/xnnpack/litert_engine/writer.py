@@ -13,6 +13,7 @@ import numpy as np
 
 from pterun._record import Fields
 from pterun.delegates.xnnpack.litert_engine import tflite as TFL
+from pterun.delegates.xnnpack.litert_engine.env import Unsupported
 from pterun.delegates.xnnpack.litert_engine.memory import mapping_of, new_bytes
 from pterun.format.mapped import file_of
 
@@ -231,7 +232,8 @@ class Laying:
     made the first time something of it is asked for (``fb``, ``packed``, :meth:`fill`, ...), so a model read from
     the program file in place (:meth:`external`, which lays out a model of its own) never packs a flatbuffer it
     does not use: one of MobileNetV2's two (~3 ms), seven of an fp32 Llama's fourteen. Ask before the writer
-    changes: the layout reads its tables as they are then (:func:`combine` renumbers its members')."""
+    changes: the layout reads its tables as they are then (:func:`combine` renumbers its members'). A layout that
+    fails (a field out of TFLite's range) raises :class:`.env.Unsupported`, as the translation it ends would."""
 
     def __init__(self, writer: ModelWriter, subgraphs: list, signatures: list | None = None,
                  packed_buffers: list | None = None):
@@ -240,7 +242,10 @@ class Laying:
         self.relay = _Relay(*self._args)
 
     in_place_bytes = Unwritten.in_place_bytes
-    external = Unwritten.external
+
+    def external(self) -> Unwritten | None:
+        """:meth:`Unwritten.external`, without the plain layout."""
+        return _checked(Unwritten.external, self)
 
     @property
     def sources(self) -> tuple:
@@ -251,13 +256,24 @@ class Laying:
         """The plain layout, made at the first call."""
         if self._laid is None:
             writer, subgraphs, signatures, packed_buffers = self._args
-            self._laid = writer._layout(subgraphs, signatures, packed_buffers)
+            self._laid = _checked(writer._layout, subgraphs, signatures, packed_buffers)
         return self._laid
 
     def __getattr__(self, name: str):  # fb, at, blobs, size, packed, files, outputs, fill: the plain layout's
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.laid(), name)
+
+
+def _checked(lay, *args):
+    """``lay(*args)``, a layout; :class:`.env.Unsupported` for a field TFLite's format cannot hold (``struct.error``,
+    ``OverflowError`` ...), which the engine answers by running the graph on NumPy."""
+    try:
+        return lay(*args)
+    except Unsupported:
+        raise
+    except Exception as e:  # a field out of TFLite's range
+        raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
 
 
 class _Relay:
