@@ -434,3 +434,25 @@ def test_load_pairs_times_both_trees_in_alternating_processes():
     assert [ln.split(":")[0] for ln in lines[:2]] == [src, src + os.sep]
     assert all("(medians of 2)" in ln for ln in lines[:2])
     assert lines[2].startswith("load, second / first: median of pair ratios ") and "of 2 pairs faster" in lines[2]
+
+
+def test_token_overhead_parts_a_decode_token_and_times_each_step():
+    # bench/token_overhead.py, in a process of its own (it wraps the KV plan's methods for the rest of the process)
+    pytest.importorskip("ai_edge_litert")
+    llm = FIXTURES / "llm"
+    done = subprocess.run([sys.executable, str(ROOT / "bench" / "token_overhead.py"), str(llm / "kv_8da4w.pte"),
+                           "--tokenizer", str(llm / "tokenizer.json"), "--threads", "1", "--max-new", "8",
+                           "--repeat", "1", "--rounds", "2"], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["kv_8da4w.pte: 1 thread(s)",
+                         "per decode token, median of 2 generations (7 decode steps each), ms:"]
+    parts = {line[:24].strip(): float(line[24:].split()[0]) for line in lines[2:8]}
+    assert list(parts) == ["LiteRT invoke", "KV plan besides it", "prepares (growths)", "interpreter",
+                           "runner between calls", "pterun's own, all"]
+    assert parts["LiteRT invoke"] > 0 and parts["interpreter"] > 0 and parts["runner between calls"] > 0
+    own = sum(parts[k] for k in ("KV plan besides it", "prepares (growths)", "interpreter", "runner between calls"))
+    assert abs(parts["pterun's own, all"] - own) < 0.005  # the parts add up (each printed to 1 us)
+    assert lines[8] == "the interpreter's steps, us a call:"
+    steps = [line.split()[1] for line in lines[9:]]
+    assert "aten::embedding.out" in steps and not any(s.startswith("delegate") for s in steps)
