@@ -17,7 +17,7 @@ environment of LiteRT's own, is captured (:func:`.env.capture_native_stderr`); w
 process exits is kept off stderr on Linux (:func:`.env.quiet_native_teardown`).
 
 Without a cache, :func:`open_external` makes a CompiledModel that reads the constants it can from the program file
-in place (:meth:`.writer.Unwritten.external`) rather than from a copy in the model's bytes.
+in place (:meth:`.writer.Laying.external`) rather than from a copy in the model's bytes.
 
 Example::
 
@@ -202,8 +202,8 @@ def _same_file(path: str, st) -> bool:
 
 
 def open_external(laid, num_threads: int, builtin_ok: bool = False):
-    """A :class:`Compiled` over the model ``laid`` out (:class:`.writer.Unwritten`) with the constants that are
-    runs of the program file read from that file in place (:meth:`.writer.Unwritten.external`) rather than copied
+    """A :class:`Compiled` over the model ``laid`` (:class:`.writer.Laying`) with the constants that are
+    runs of the program file read from that file in place (:meth:`.writer.Laying.external`) rather than copied
     into the model's bytes, or None: they hold fewer than :data:`EXTERNAL_MIN_BYTES`, this LiteRT has no
     CompiledModel, the file at the path is no longer the one pterun mapped (checked before and after LiteRT opens
     it), LiteRT refuses the model, or XNNPACK does not take it whole (``builtin_ok`` as :func:`open_compiled`)."""

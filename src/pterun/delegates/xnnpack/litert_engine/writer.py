@@ -35,27 +35,11 @@ class Unwritten(Fields):
     blobs: tuple
     size: int
     packed: tuple
-    #: the constants read from program files in place (:meth:`external`): (path, the file's status when pterun
-    #: mapped it, offset, size, whether only weight packing reads it)
+    #: the constants read from program files in place (:meth:`Laying.external`): (path, the file's status when
+    #: pterun mapped it, offset, size, whether only weight packing reads it)
     files: tuple = ()
-    #: ``relay()``: the same model with the constants it can read from program files as external buffers
-    relay: object = None
     #: per signature, the tensor index of each of its outputs by name (:func:`_named`), or None
     outputs: tuple = ()
-
-    @property
-    def in_place_bytes(self) -> int:
-        """How many bytes of constants :meth:`external` would read from program files, without laying it out."""
-        if self.relay is None:
-            return 0
-        return sum(int(data.size) for _, _, (_, data) in self.relay.files().values())
-
-    def external(self) -> Unwritten | None:
-        """The same model laid out with every constant that is a run of a program file pterun mapped, 64-byte
-        aligned there and not XORed, read from that file in place (``ExternalBuffer``, which only LiteRT's
-        CompiledModel reads), not copied into the model's bytes; None where no constant is."""
-        laid = self.relay() if self.relay is not None else None
-        return laid if laid is not None and laid.files else None
 
     @property
     def sources(self) -> tuple:
@@ -173,12 +157,12 @@ class ModelWriter:
         return self._layout(subgraphs, signatures).fill()
 
     def _layout(self, subgraphs: list, signatures: list | None = None, packed_buffers=None,
-                external: _Relay | None = None) -> Unwritten:
+                external: Laying | None = None) -> Unwritten:
         """The model laid out (see :class:`Unwritten`); ``packed_buffers``: the buffers only weight packing reads
-        (:meth:`packed_buffers` by default); ``external``: the relay whose constants in program files are read
-        from there."""
+        (:meth:`packed_buffers` by default); ``external``: the :class:`Laying` whose constants in program files
+        (:meth:`Laying.in_files`) are read from there."""
         packed_buffers = set(self.packed_buffers() if packed_buffers is None else packed_buffers)
-        files = external.files() if external else {}
+        files = external.in_files() if external else {}
         groups = list(dict.fromkeys(path for path, _, _ in files.values()))
         ids = {b: k + 1 for k, b in enumerate(files)}  # id 0 means none
         m = TFL.Model(self.codes, subgraphs, self.buffers, signatures, "pterun XNNPACK delegate", externalGroups=groups,
@@ -205,10 +189,9 @@ class ModelWriter:
         packed = tuple((self.buffers[b].offset, self.buffers[b].size) for b in sorted(packed_buffers - set(files)))
         read = tuple((path, st, offset, data.size, b in packed_buffers)
                      for b, (path, st, (offset, data)) in files.items())
-        relay = None if external else _Relay(self, subgraphs, signatures, packed_buffers)
         outputs = tuple(_named([(m.name, m.tensorIndex) for m in s.outputs]) for s in signatures) if signatures \
             else (_named([(subgraphs[0].tensors[t].name, t) for t in subgraphs[0].outputs.tolist()]),)
-        return Unwritten(bytes(fb), at, blobs, _align(pos), packed, read, relay, outputs)
+        return Unwritten(bytes(fb), at, blobs, _align(pos), packed, read, outputs)
 
     def size_bound(self) -> int:
         """An upper bound on the packed flatbuffer's size (vtables, strings and vectors with their padding)."""
@@ -238,14 +221,27 @@ class Laying:
     def __init__(self, writer: ModelWriter, subgraphs: list, signatures: list | None = None,
                  packed_buffers: list | None = None):
         packed = set(writer.packed_buffers() if packed_buffers is None else packed_buffers)
-        self._args, self._laid = (writer, subgraphs, signatures, packed), None
-        self.relay = _Relay(*self._args)
+        self._args, self._laid, self._files = (writer, subgraphs, signatures, packed), None, None
 
-    in_place_bytes = Unwritten.in_place_bytes
+    def in_files(self) -> dict:
+        """:func:`_in_files` of the writer's constants, found once, for :attr:`in_place_bytes` (which decides
+        whether to make :meth:`external`: MobileNetV2's 107 constants, ~1 ms) and for that layout."""
+        if self._files is None:
+            self._files = _in_files(self._args[0].blobs)
+        return self._files
+
+    @property
+    def in_place_bytes(self) -> int:
+        """How many bytes of constants :meth:`external` would read from program files, without laying it out."""
+        return sum(int(data.size) for _, _, (_, data) in self.in_files().values())
 
     def external(self) -> Unwritten | None:
-        """:meth:`Unwritten.external`, without the plain layout."""
-        return _checked(Unwritten.external, self)
+        """The model laid out with every constant that is a run of a program file pterun mapped, 64-byte aligned
+        there and not XORed, read from that file in place (``ExternalBuffer``, which only LiteRT's CompiledModel
+        reads), not copied into the model's bytes; None where no constant is. The plain layout is not made."""
+        writer, subgraphs, signatures, packed_buffers = self._args
+        laid = _checked(writer._layout, subgraphs, signatures, packed_buffers, self)
+        return laid if laid.files else None
 
     @property
     def sources(self) -> tuple:
@@ -259,7 +255,7 @@ class Laying:
             self._laid = _checked(writer._layout, subgraphs, signatures, packed_buffers)
         return self._laid
 
-    def __getattr__(self, name: str):  # fb, at, blobs, size, packed, files, outputs, fill: the plain layout's
+    def __getattr__(self, name: str):  # fb, at, blobs, size, packed, outputs, fill: the plain layout's
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.laid(), name)
@@ -274,26 +270,6 @@ def _checked(lay, *args):
         raise
     except Exception as e:  # a field out of TFLite's range
         raise Unsupported(f"translation failed ({type(e).__name__}: {e})") from e
-
-
-class _Relay:
-    """:attr:`Unwritten.relay`: ``relay()`` lays the writer's model out again with the constants that are runs of
-    program files read from there; :meth:`files` finds those constants once, for that layout and for
-    :attr:`Unwritten.in_place_bytes` (which decides whether to make it: MobileNetV2's 107 constants, ~1 ms)."""
-
-    def __init__(self, writer: ModelWriter, subgraphs: list, signatures, packed_buffers):
-        self._args = (writer, subgraphs, signatures, packed_buffers)
-        self._files = None
-
-    def files(self) -> dict:
-        """:func:`_in_files` of the writer's constants, found at the first call."""
-        if self._files is None:
-            self._files = _in_files(self._args[0].blobs)
-        return self._files
-
-    def __call__(self) -> Unwritten:
-        writer, subgraphs, signatures, packed_buffers = self._args
-        return writer._layout(subgraphs, signatures, packed_buffers, external=self)
 
 
 # operator -> input slots XNNPACK packs into its own weight buffers at interpreter creation
