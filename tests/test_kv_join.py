@@ -73,6 +73,30 @@ def test_a_new_prompt_at_position_0_after_a_long_decode_gives_a_fresh_method_s_n
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
 
 
+def test_the_output_shapes_are_asked_of_litert_once_per_query_count():
+    """A decode after a prefill changes the query count, so the outputs' shapes change: LiteRT is asked for them
+    (1.2 ms for the 130M Llama) the first time each count comes, and a second prompt and decode find them kept,
+    while growing positions never ask. The numbers are a fresh method's."""
+    method, fresh = _load(), _load()
+    _, ex, _ = _kv(method)
+    calls = []
+    cm = ex._cm
+    details = cm.get_output_tensor_details
+    cm.get_output_tensor_details = lambda key: calls.append(key) or details(key)
+    try:
+        for _ in range(2):
+            _prompt(method, [1, 2, 3, 4])
+            for p in range(4, 40):  # past 32 positions: the graph grows once
+                _prompt(method, [p % 50], p)
+            assert _kv(method)[1]._state[0] == 64
+            assert len(calls) == 2  # four tokens, then one: both asked on the first pass only
+        a, b = _prompt(method, [9, 8, 7]), _prompt(fresh, [9, 8, 7])
+        assert len(calls) == 3  # three tokens: a count not seen before
+    finally:
+        cm.get_output_tensor_details = details
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
+
+
 def test_a_position_past_the_cache_is_refused_before_anything_is_written():
     method = _load()
     _prompt(method, [1, 2, 3])
