@@ -67,9 +67,18 @@ def test_fill_values_that_do_not_fit_are_errors():
         _call("aten::clamp.out", np.zeros(2, np.int8), -1000, None, np.empty(2, np.int8))
 
 
-def test_embedding_rejects_negative_indices():
-    with pytest.raises(IndexError):
-        _call("aten::embedding.out", np.eye(3, dtype=np.float32), np.array([-1]), -1, False, False, None)
+@pytest.mark.parametrize("n", [1, 16, 17, 40])  # up to 16 indices are checked as a list, more by reductions
+@pytest.mark.parametrize("bad", [-1, 3, 10**9])
+def test_embedding_rejects_indices_out_of_range_naming_the_first(n, bad):
+    ids = np.zeros((1, n), np.int64)
+    ids[0, -1] = 99  # out of range too, but after the one named
+    ids[0, n // 2] = bad
+    with pytest.raises(IndexError, match=rf"^embedding index {bad} is out of range for size 3$"):
+        _call("aten::embedding.out", np.eye(3, dtype=np.float32), ids, -1, False, False, None)
+    ok = np.array([[2, 0, 1][: min(n, 3)]], np.int32)
+    got = _call("aten::embedding.out", np.eye(3, dtype=np.float32), ok, -1, False, False, None)
+    assert got.dtype == np.float32 and got.shape == (1, ok.shape[1], 3)
+    np.testing.assert_array_equal(got[0], np.eye(3, dtype=np.float32)[ok[0]])
 
 
 def test_batch_norm_training_mode_is_refused_like_executorch():
