@@ -185,6 +185,34 @@ def test_decode_step_allocates_far_less_than_the_cache():
     assert peak < one_cache, f"a decode step allocated {peak} bytes; one layer's K cache is {one_cache}"
 
 
+def test_a_decode_step_hands_the_sampler_the_method_s_own_logits_and_checks_its_inputs_once(monkeypatch):
+    """The runner reads each step's logits where the method left them (no caller copy a token) and passes the
+    same input arrays every step, checked once; other arrays are checked as ``execute`` checks them."""
+    needs("tokenizers")
+    runner = TextLLMRunner(LLM / "kv_sdpa.pte", TOKENIZER)
+    method = runner.program.load_method("forward")
+    checks = []
+    check = method._check_inputs
+    monkeypatch.setattr(method, "_check_inputs", lambda inputs: checks.append(len(inputs)) or check(inputs))
+    runner.prefill(PROMPTS[0], GenerationConfig(num_bos=1))
+    assert len(checks) == 1
+    held = runner._step(5)
+    (slot,) = method._runner.outputs
+    own = method._runner.values[slot].array
+    assert np.shares_memory(held, own) and held.shape == (own.shape[-1],)
+    got = held.copy()
+    for tok in (6, 7):
+        runner._step(tok)
+    assert len(checks) == 2  # the decode's two arrays: checked at its first step only
+    fresh = TextLLMRunner(LLM / "kv_sdpa.pte", TOKENIZER)
+    fresh.prefill(PROMPTS[0], GenerationConfig(num_bos=1))
+    want = fresh.program.load_method("forward").execute([np.array([[5]], np.int64), np.array([fresh.pos], np.int64)])
+    np.testing.assert_array_equal(got, want[0].reshape(-1))  # what execute gives a caller, at the same step
+    with pytest.raises(InvalidArgumentError, match=r"^input 0: expected dtype int64, got int32"):
+        method._held([np.array([[5]], np.int32), runner._pos1])  # other arrays: checked again
+    assert len(checks) == 3
+
+
 # ==============================================================================================================
 # Config, stats, sampling
 # ==============================================================================================================

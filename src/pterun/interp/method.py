@@ -222,13 +222,14 @@ class MethodRunner:
         return KernelError(f"{self.where}: {name} failed at instruction {pc} with inputs ({_listed(shapes)}): "
                            f"{type(cause).__name__}: {cause}", operator=name, instruction=pc)
 
-    def collect_outputs(self) -> list:
+    def collect_outputs(self, own: bool = True) -> list:
+        """The outputs: tensors as arrays the caller owns, or (``own=False``) the method's own arrays."""
         out = []
         values = self.values
         for o in self.outputs:
             v = values[o]
             if isinstance(v, Tensor):
-                out.append(v.array.copy(order="K"))  # the caller's own array, in the tensor's memory order
+                out.append(v.array.copy(order="K") if own else v.array)  # the caller's: in the tensor's memory order
             elif isinstance(v, tuple):
                 out.append([values[j] for j in v] if self.tags[o] == INT_LIST else list(v))
             else:

@@ -132,7 +132,9 @@ class TextLLMRunner(DecodeLoop):
         self.model_path = name
         self.program = program
         self.info = read_model_info(program, tokenizer)
-        self._forward = program.load_method("forward").execute
+        # a pterun Method's own logits, read by the sampler before the next call: no copy a token
+        forward = program.load_method("forward")
+        self._forward = getattr(forward, "_held", forward.execute)
         self.stats.model_load_end_ms = now_ms()
         info = self.info
         self._chunk = max(1, min(info.max_seq_len, info.tokens_bound)) if info.dynamic_tokens else 1
