@@ -212,7 +212,7 @@ LAYERS = (
     ("pterun.threads", "pterun.format"),
     ("pterun.kernels", "pterun.delegates"),
     ("pterun.interp",),
-    ("pterun.sources", "pterun.convert", "pterun.runtime", "pterun.bundled"),
+    ("pterun.sources", "pterun.convert", "pterun.meta", "pterun.runtime", "pterun.bundled"),
     ("pterun.summary", "pterun.profile", "pterun.trace", "pterun.llm"),
     ("pterun.module",),
     ("pterun",),

@@ -30,19 +30,19 @@ def test_the_exporters_per_layer_position_reads_run_once():
     plan = Runtime.get().load_program(KV)._plan("forward")
     chain = plan.chains[0]
     skip, fan_out = _repeats(plan)
-    reads = _scalar_reads(plan)  # input_pos[-1] once (the mask's end), then input_pos[0] per cache update and attention
+    reads = _scalar_reads(plan)  # input_pos[-1] (the mask's end), then input_pos[0] per cache update and attention
     index = {pc: plan.values[chain[pc - 1].args[2]].val for pc in reads}
-    assert [index[pc] for pc in reads] == [-1, 0, 0, 0, 0]
+    assert [index[pc] for pc in reads] == [-1, 0, 0, 0, 0]  # of an input of one element: the same one, five times
     (first, repeats), = fan_out.items()
-    assert first == reads[1] and [q for q, _ in repeats] == reads[2:]
+    assert first == reads[0] and [q for q, _ in repeats] == reads[1:]
     assert skip == {q for q, _ in repeats} | {q - 1 for q, _ in repeats}  # each repeat and its select_copy
     assert {plan.operators[chain[pc].op_index] for pc in skip} == {SELECT, SCALAR}
-    assert [s for _, s in repeats] == [chain[q].args[1] for q in reads[2:]]
+    assert [s for _, s in repeats] == [chain[q].args[1] for q in reads[1:]]
     method = Runtime.get().load_program(KV).load_method("forward")
     ran = {e.index for e in method.steps}
-    assert not skip & ran and {reads[0], first} <= ran
+    assert not skip & ran and first in ran
     (event,) = [e for e in method.steps if e.index == first]
-    assert event.detail == f"also gives the result of instructions {', '.join(map(str, reads[2:]))}, which read " \
+    assert event.detail == f"also gives the result of instructions {', '.join(map(str, reads[1:]))}, which read " \
                            "the same element"
 
 
@@ -51,7 +51,7 @@ def test_results_are_those_of_every_read_running(monkeypatch):
     method = Runtime.get().load_program(KV).load_method("forward")
     monkeypatch.setattr(repeats_module, "find_repeats", lambda *a: (frozenset(), {}))
     plain = Runtime.get().load_program(KV).load_method("forward")
-    assert len(plain.steps) == len(method.steps) + 6
+    assert len(plain.steps) == len(method.steps) + 8
     a, b = method.execute([prompt, np.array([0], np.int64)]), plain.execute([prompt, np.array([0], np.int64)])
     np.testing.assert_array_equal(a[0], b[0])
     pos = prompt.shape[1]
@@ -65,7 +65,7 @@ def test_results_are_those_of_every_read_running(monkeypatch):
 
 def test_no_folding_runs_every_read():
     assert len(Runtime(fold=False).load_program(KV).load_method("forward").steps) == \
-        len(Runtime().load_program(KV).load_method("forward").steps) + 6
+        len(Runtime().load_program(KV).load_method("forward").steps) + 8
 
 
 def _with_chain(plan, chain, outputs=None) -> ExecutionPlan:
@@ -101,7 +101,7 @@ def test_a_repeat_whose_tensor_is_also_an_output_is_kept():
     q, _ = repeats[-1]
     t = plan.chains[0][q].args[0]  # the 0-D tensor the last repeat reads
     skip2, fan_out2 = _repeats(_with_chain(plan, plan.chains[0], (*plan.outputs, t)))
-    assert [r for r, _ in fan_out2[first]] == [r for r, _ in repeats[:-1]] and q not in skip2 and len(skip2) == 4
+    assert [r for r, _ in fan_out2[first]] == [r for r, _ in repeats[:-1]] and q not in skip2 and len(skip2) == 6
 
 
 def test_methods_with_a_jump_or_two_chains_are_left_alone():
@@ -113,11 +113,24 @@ def test_methods_with_a_jump_or_two_chains_are_left_alone():
     assert find_repeats(cond.plan, cond.values, cond.tags, cond.volatile) == (frozenset(), {})
 
 
+def test_an_index_from_the_end_is_another_read_where_the_input_can_change_length():
+    """``input_pos[-1]`` and ``input_pos[0]`` are one element of an input of one element; of a dynamic input they
+    may be two, so the -1 read runs on its own."""
+    plan = Runtime.get().load_program(KV)._plan("forward")
+    runner = MethodRunner(Runtime.get().load_program(KV)._pf, plan, shared_arenas={})
+    reads = _scalar_reads(plan)
+    src = plan.chains[0][reads[0] - 1].args[0]
+    runner.values[src].dynamic = True
+    skip, fan_out = find_repeats(plan, runner.values, runner.tags, runner.volatile)
+    (first, repeats), = fan_out.items()
+    assert first == reads[1] and [q for q, _ in repeats] == reads[2:] and not {reads[0], reads[0] - 1} & skip
+
+
 @pytest.mark.parametrize("name", ["kv_xnn", "kv_8da4w"])
 def test_merged_delegate_programs_read_the_position_once(name):
     m = Runtime().load_program(FIXTURES / "llm" / f"{name}.pte").load_method("forward")
     plain = Runtime(fold=False).load_program(FIXTURES / "llm" / f"{name}.pte").load_method("forward")
-    assert len(plain.steps) - len(m.steps) == 6
+    assert len(plain.steps) - len(m.steps) == 8
     x = [np.array([[1, 2, 3]], np.int64), np.array([0], np.int64)]
     np.testing.assert_allclose(m.execute(x)[0], plain.execute(x)[0], rtol=0, atol=1e-6)
 
@@ -147,7 +160,8 @@ def test_a_write_through_another_value_over_the_inputs_bytes_keeps_the_later_rea
     changed = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs,
                             [chain[:reads[1] + 1] + [neg] + chain[reads[1] + 1:]], plan.operators + ["aten::neg.out"],
                             plan.delegates, sizes)
-    assert _repeats(changed) == (frozenset(), {})
+    first = reads[0]  # the reads before the write still repeat it, those after it run
+    assert _repeats(changed) == ({reads[1] - 1, reads[1]}, {first: ((reads[1], chain[reads[1]].args[1]),)})
     later = ExecutionPlan(plan.name, values, plan.inputs, plan.outputs, [chain + [neg]],
                           plan.operators + ["aten::neg.out"], plan.delegates, sizes)
     assert _repeats(later) == _repeats(plan)  # after the last read: nothing to tell

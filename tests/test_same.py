@@ -56,12 +56,12 @@ def _with(plan, chain, values=None) -> ExecutionPlan:
 def test_the_position_reads_and_the_per_layer_rope_views_name_their_first_copy():
     plan = _plan()
     chain = plan.chains[0]
-    # input_pos[0] is read at 10 (slot 43) and again at 11-13 (44-46); the RoPE rows (47, 50) are viewed per layer
-    # at 17-20
-    assert _repeats_and_accesses(plan)[0] == {10: ((11, 44), (12, 45), (13, 46))}
+    # input_pos's one element is read at 8 (slot 41, as input_pos[-1]) and again at 10-13 (43-46, as input_pos[0]);
+    # the RoPE rows (47, 50) are viewed per layer at 17-20
+    assert _repeats_and_accesses(plan)[0] == {8: ((10, 43), (11, 44), (12, 45), (13, 46))}
     assert [chain[pc].args[0] for pc in range(17, 21)] == [47, 47, 50, 50]
-    assert _same(plan) == {44: 43, 45: 43, 46: 43, 67: 62, 77: 72}
-    assert _same(plan, start=10) == {}  # the first read has not run yet when such a run starts
+    assert _same(plan) == {43: 41, 44: 41, 45: 41, 46: 41, 67: 62, 77: 72}
+    assert _same(plan, start=8) == {}  # the first read has not run yet when such a run starts
 
 
 def _insert(chain, at: int, ins) -> list:
@@ -166,7 +166,7 @@ def test_a_delegate_whose_outputs_are_not_known_reads_its_own_arguments(monkeypa
     assert [p.args for p in unknown if isinstance(p, DelegatePart)] == \
         [p.args for p in run.parts if isinstance(p, DelegatePart)]
     positions = [p.inputs[-1] for p in unknown if getattr(p, "op", None) in ("update_cache", "sdpa")]
-    assert positions == [43] * len(positions) and len(positions) == 6  # 2 layers: 2 cache updates and 1 attention
+    assert positions == [41] * len(positions) and len(positions) == 6  # 2 layers: 2 cache updates and 1 attention
 
 
 # -- views left out (unread_views) -------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 ExecuTorch's LLM exporter gives every attention layer its own copies of ``input_pos[0]``: a ``select_copy`` of
 the input into a 0-D tensor, then ``_local_scalar_dense`` of that tensor, for each KV-cache update and each
-attention call (48 instructions of a 12-layer decode step's 180). They all read the same element of a tensor
-nothing writes, so they give the same number. :func:`find_repeats` finds them at load; the step builder
+attention call (48 instructions of a 12-layer decode step's 180), and one of ``input_pos[-1]`` for the attention
+mask's end: of an input whose one dim is fixed at one element, the same element. They all read the same element
+of a tensor nothing writes, so they give the same number. :func:`find_repeats` finds them at load; the step builder
 (pterun.interp.steps) runs the first pair and copies its result to the other pairs' scalar slots, and the
 other pairs leave no step behind.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 from pterun.format.schema import DELEGATE_CALL, INT, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, TENSOR
 from pterun.interp.access import Accesses, After, kernels_for, written_slots
 from pterun.interp.merge import const_int
+from pterun.interp.tensor import Tensor
 
 __all__ = ["find_repeats"]
 
@@ -63,7 +65,7 @@ def find_repeats(plan, values: list, tags: list, volatile: set, acc: Accesses | 
         if len(args) not in (4, 5) or (len(args) == 5 and args[4] != args[3]):
             continue
         src, dim, index, t = args[:4]
-        key = (src, const_int(dim, values, tags, volatile), const_int(index, values, tags, volatile))
+        key = _element(src, const_int(dim, values, tags, volatile), const_int(index, values, tags, volatile), values)
         if None in key[1:] or src not in inputs or tags[src] != TENSOR or writes.get(src) or tags[t] != TENSOR or \
                 not only(t, pc):
             continue
@@ -90,6 +92,18 @@ def find_repeats(plan, values: list, tags: list, volatile: set, acc: Accesses | 
         fan_out.setdefault(first[key], []).append((q, out))
         skip.update((pc, q))
     return frozenset(skip), {q: tuple(pairs) for q, pairs in fan_out.items()}
+
+
+def _element(src: int, dim, index, values: list) -> tuple:
+    """(``src``, dim, index) of a select, the dim and the index counted from the front where the input's shape is
+    fixed (``input_pos[-1]`` and ``input_pos[0]`` of a one-element input are one read); else as given."""
+    t = values[src]
+    rank = len(t.shape) if isinstance(t, Tensor) else 0
+    if dim is None or index is None or not isinstance(t, Tensor) or t.dynamic or not -rank <= dim < rank:
+        return src, dim, index
+    dim %= rank
+    n = t.shape[dim]
+    return src, dim, index % n if -n <= index < n else index
 
 
 def _reads_and_writes(plan, chain, values) -> tuple[dict, dict]:
