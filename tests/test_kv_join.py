@@ -97,6 +97,36 @@ def test_the_output_shapes_are_asked_of_litert_once_per_query_count():
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
 
 
+def test_decode_steps_take_the_other_inputs_as_the_last_step_did_while_their_arrays_stay(monkeypatch):
+    """A decode step's hidden state and RoPE rows are the same tensors with the same arrays every step: the plan
+    reads them (dim order, dtype) once and copies from them after; a prompt's arrays of other shapes are read
+    again. The numbers are a fresh method's."""
+    from pterun.delegates.xnnpack.litert_engine import kvplan
+    method, fresh = _load(), _load()
+    _, ex, _ = _kv(method)
+    read = []
+    real = kvplan.input_array
+    monkeypatch.setattr(kvplan, "input_array", lambda args, e, dtype: read.append(e) or real(args, e, dtype))
+    n = len(ex._other_dtypes)
+    assert n >= 1
+    _prompt(method, [1, 2, 3, 4])
+    assert len(read) == n
+    got = [_prompt(method, [p % 50], p) for p in range(4, 10)]
+    assert len(read) == 2 * n  # the first decode step only
+    (slot,) = method._runner.outputs
+    t = method._runner.values[slot]
+    t.storage = np.zeros_like(t.storage)  # the logits' tensor moved to other memory between calls: written there
+    t.array = t._view(t.shape)
+    got += [_prompt(method, [p % 50], p) for p in range(10, 12)]
+    assert len(read) == 2 * n
+    _prompt(method, [9, 8, 7])
+    assert len(read) == 3 * n
+    _prompt(fresh, [1, 2, 3, 4])
+    want = [_prompt(fresh, [p % 50], p) for p in range(4, 12)]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
+
+
 def test_a_position_past_the_cache_is_refused_before_anything_is_written():
     method = _load()
     _prompt(method, [1, 2, 3])

@@ -194,9 +194,11 @@ class KvPlan:
         at_load = {e: (n,) for e, n in shapes.items()}
         at_load.update({e: _twin_shape(h, d, v, L0) for e, (h, d, v) in lay.twins.items() if e < lay.n_in})
         self._graph = declared_at(_flattened(graph, lay.others), set(dynamic_sizes), at_load)
-        self._state = None  # (L, S, input shapes) the buffers are bound for
+        self._state = None  # (L, S, other inputs' arrays, their shapes) the buffers are bound for
         self._twin_scratch = None  # see _scratch
         self._details: dict = {}  # (S, other inputs' shapes) -> {output name: (shape, dtype)}, as LiteRT said
+        self._seen = None  # see _others
+        self._out_copies: tuple = ()  # [output, plan's array, method's tensor, its array], see _copy_out
         self._cm = None
         self._open()
         _PLANS.add(self)
@@ -268,7 +270,7 @@ class KvPlan:
         with self._lock:
             if self._cm is None:
                 self._open()
-            others = [input_array(args, e, dtype) for e, dtype in self._other_dtypes]
+            others, copies = self._others(args)
             s = lay.s if lay.seq_at is None else others[lay.seq_at[0]].shape[lay.seq_at[1]]
             need = 0
             for e in lay.positions:
@@ -281,8 +283,13 @@ class KvPlan:
                 need = max(need, p)
             need += s
             L = min(lay.p, -(-need // GROW) * GROW)
-            if self._state != (L, s, tuple(a.shape for a in others)):
-                self._prepare(L, s, others, args)
+            st = self._state
+            if st is None or st[0] != L or st[1] != s or st[2] is not others:
+                shapes = tuple(a.shape for a in others)
+                if st is None or st[0] != L or st[1] != s or st[3] != shapes:
+                    self._prepare(L, s, others, args)
+                else:  # other arrays of the same shapes: the buffers bound still fit
+                    self._state = (L, s, others, shapes)
             for mem, e, row in self._offsets:
                 mem[0] = args[e] * row
             for mem, e, at in self._starts:
@@ -293,20 +300,35 @@ class KvPlan:
                     mem[:s * rep] = p + s - 1
                 else:
                     mem[:s * rep].reshape(s, rep)[...] = np.arange(p, p + s, dtype=np.float32)[:, None]
-            for mem, a in zip(self._other_mem, others):
-                np.copyto(mem[:a.size].reshape(a.shape), a)
+            for dst, a in copies:
+                np.copyto(dst, a)
             try:
                 self._run()
             except (ValueError, RuntimeError) as e:
                 self._state = None  # the twins are made again from the caches
                 raise DelegateError(f"XNNPACK delegate (LiteRT engine) failed: {e}") from e
-            for e, got in self._out_arrays:
-                t = args[e]
-                a = getattr(t, "array", None)
-                if a is not None and a.shape == got.shape and a.flags.c_contiguous:
+            for out in self._out_copies:
+                e, got, t, a = out
+                if t is args[e] and t.array is a:  # the method's array the last call wrote, as it was
                     np.copyto(a, got, casting="unsafe")
                 else:
-                    write_output(args, e, got)
+                    _copy_out(args, out)
+
+    def _others(self, args: list) -> tuple:
+        """(the other inputs' arrays in memory order, (memory of the plan's own, array) to copy each into), kept
+        from the last call while each argument is the same tensor with the same array (a decode step's): a call
+        then checks identities instead of dim orders and dtypes, and slices no memory."""
+        seen = self._seen
+        if seen is not None:
+            for e, t, a in seen[0]:
+                if args[e] is not t or getattr(t, "array", None) is not a:
+                    break
+            else:
+                return seen[1], seen[2]
+        others = tuple(input_array(args, e, dtype) for e, dtype in self._other_dtypes)
+        copies = tuple((mem[:a.size].reshape(a.shape), a) for mem, a in zip(self._other_mem, others))
+        self._seen = (tuple((e, args[e], args[e].array) for e, _ in self._other_dtypes), others, copies)
+        return others, copies
 
     def _prepare(self, L: int, s: int, others: list, args: list) -> None:
         """Resize LiteRT's inputs for ``L`` positions, ``s`` queries and the other inputs' shapes, and bind the
@@ -328,8 +350,9 @@ class KvPlan:
             raise DelegateError(f"XNNPACK delegate (LiteRT engine) cannot take {s} tokens over {L} cached "
                                 f"positions: {str(e).strip()[:200]}") from e
         self._ins, self._outs, self._out_arrays = ins, outs, arrays
+        self._out_copies = tuple([e, got, None, None] for e, got in arrays)  # see _copy_out
         self._run = invoker(cm, 0, ins, outs)
-        self._state = (L, s, tuple(a.shape for a in others))
+        self._state = (L, s, others, tuple(a.shape for a in others))
 
     def _bind_inputs(self, L: int, lengths: dict, args: list) -> list:
         """The buffers of the inputs, in the signature's order: host memory for all but the twins; the twins of the
@@ -363,7 +386,7 @@ class KvPlan:
         if details is None:
             got = self._cm.get_output_tensor_details(self._key)
             details = self._details[key] = {n: (tuple(d["shape"]), np.dtype(d["dtype"])) for n, d in got.items()}
-        made = dict(self._out_arrays) if self._state is not None and self._state[1:] == key else {}
+        made = dict(self._out_arrays) if self._state is not None and (self._state[1], self._state[3]) == key else {}
         outs, arrays = [], []
         for name in self._out_names:  # in the signature's order
             e = lay.n_in + int(name[1:])
@@ -378,6 +401,24 @@ class KvPlan:
                 arrays.append((e, a))
                 outs.append(api.host(a.reshape(-1)))
         return outs, arrays
+
+
+def _copy_out(args: list, out: list) -> None:
+    """Copy an output of the plan's own memory into the method's tensor, resizing it where it is dynamic.
+    ``out`` is ``[output, plan's array, tensor, array]``: the tensor and its array are noted where that array
+    takes the output as it is, so the next call copies straight into it while the tensor keeps that array."""
+    e, got = out[0], out[1]
+    t = args[e]
+    a = getattr(t, "array", None)
+    if a is None or a.shape != got.shape or not a.flags.c_contiguous:
+        write_output(args, e, got)
+        a = getattr(t, "array", None)
+        if a is None or a.shape != got.shape or not a.flags.c_contiguous:
+            out[2] = out[3] = None
+            return
+    else:
+        np.copyto(a, got, casting="unsafe")
+    out[2], out[3] = t, a
 
 
 def _twin(first: np.ndarray, values: bool, scratch: np.ndarray | None = None) -> np.ndarray:
