@@ -244,10 +244,12 @@ class XnnpackBackend(Backend):
     name = "XnnpackBackend"
     merges = True
     #: A merged call holds delegates of at most this many payload bytes (their weights, mostly), or the one that
-    #: starts it. LiteRT's model holds a copy of the weights until XNNPACK has packed them all, so one call over a
-    #: whole model peaks at twice its weights: the 130M fp32 Llama's joined layers took its peak RSS from 0.44x
-    #: ExecuTorch's to 0.77x. In calls of this size they are packed and given back a piece at a time.
-    merge_bytes = 64 << 20
+    #: starts it. LiteRT's model holds a copy of the weights it cannot read from the program file in place (8da4w
+    #: ones) until XNNPACK has packed them all, so one call over a whole model peaks at twice its weights; in
+    #: calls of this size they are packed and given back a piece at a time. Fewer calls decode faster: the 500M
+    #: 8da4w Llama in 2 calls of 128 MiB against 4 of 64 MiB, +1-3.5 % on one thread and +5-11 % on two, for
+    #: 111 MB more at its peak (568 MB; ExecuTorch's ~1 GB); in one call +8-13 % on one thread, at 823 MB.
+    merge_bytes = 128 << 20
     #: the operators a merged graph can hold between two delegate calls, and the form each takes there
     #: (:func:`.merge.absorbs` says which forms; :mod:`pterun.interp.merge` reads their arguments)
     absorbed_forms = MappingProxyType({
