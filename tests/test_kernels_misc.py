@@ -165,3 +165,21 @@ def test_float32_pow_is_the_c_librarys_powf_but_where_powf_misrounds():
         assert differ.sum() <= x.size // 200, f"exponent {e}: {differ.sum()} of {x.size} differ from powf"
         ulps = np.abs(got[differ].view(np.int32).astype(np.int64) - want[differ].view(np.int32).astype(np.int64))
         assert (ulps <= 1).all()
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+@pytest.mark.parametrize("index", [0, 2, -1, -2])
+def test_select_copy_takes_the_slice_along_dim_and_refuses_an_index_out_of_range(dim, index):
+    a = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5)
+    got = _call("aten::select_copy.int_out", a, dim, index, None)
+    want = np.take(a, index, axis=dim)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(IndexError, match=rf"^index {a.shape[dim] + 1} is out of range for dim {dim % 3} of size "
+                                         rf"{a.shape[dim]}$"):
+        _call("aten::select_copy.int_out", a, dim, a.shape[dim] + 1, None)
+
+
+def test_select_copy_of_a_one_element_input_is_a_0d_array():
+    got = _call("aten::select_copy.int_out", np.array([7], np.int64), 0, -1, None)
+    assert type(got) is np.ndarray and got.shape == () and got.dtype == np.int64 and int(got) == 7
