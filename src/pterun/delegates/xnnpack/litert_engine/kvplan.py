@@ -284,12 +284,11 @@ class KvPlan:
             need += s
             L = min(lay.p, -(-need // GROW) * GROW)
             st = self._state
-            if st is None or st[0] != L or st[1] != s or st[2] is not others:
-                shapes = tuple(a.shape for a in others)
-                if st is None or st[0] != L or st[1] != s or st[3] != shapes:
-                    self._prepare(L, s, others, args)
-                else:  # other arrays of the same shapes: the buffers bound still fit
-                    self._state = (L, s, others, shapes)
+            if st is None or st[0] != L or st[1] != s or (st[2] is not others and
+                                                          st[3] != tuple(a.shape for a in others)):
+                self._prepare(L, s, others, args)
+            elif st[2] is not others:  # other arrays of the same shapes: the buffers bound still fit
+                self._state = (L, s, others, st[3])
             for mem, e, row in self._offsets:
                 mem[0] = args[e] * row
             for mem, e, at in self._starts:
@@ -410,15 +409,17 @@ def _copy_out(args: list, out: list) -> None:
     e, got = out[0], out[1]
     t = args[e]
     a = getattr(t, "array", None)
-    if a is None or a.shape != got.shape or not a.flags.c_contiguous:
+    if _takes(a, got):
+        np.copyto(a, got, casting="unsafe")
+    else:
         write_output(args, e, got)
         a = getattr(t, "array", None)
-        if a is None or a.shape != got.shape or not a.flags.c_contiguous:
-            out[2] = out[3] = None
-            return
-    else:
-        np.copyto(a, got, casting="unsafe")
-    out[2], out[3] = t, a
+    out[2], out[3] = (t, a) if _takes(a, got) else (None, None)
+
+
+def _takes(a, got: np.ndarray) -> bool:
+    """Whether the method's array ``a`` takes the output ``got`` by a plain copy."""
+    return a is not None and a.shape == got.shape and a.flags.c_contiguous
 
 
 def _twin(first: np.ndarray, values: bool, scratch: np.ndarray | None = None) -> np.ndarray:
