@@ -104,6 +104,8 @@ def _run(argv: list[str] | None) -> int:
         _quiet_stdout()
         return 141
     except Exception as e:  # noqa: BLE001  (the command line prints one line for any error; --debug the traceback)
+        from pterun.cli import ctrlc
+        ctrlc.check()  # Ctrl-C that an extension's import turned into its own error (NumPy's: ImportError)
         if args.debug:
             raise
         from pterun.cli.files import InputError
@@ -126,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
             return _run(argv)
     except KeyboardInterrupt:
         pass
+    except Exception:  # noqa: BLE001  (Ctrl-C while building the parser, turned into an import's error)
+        if not ctrlc.pressed():
+            raise
     try:
         print("pterun: interrupted", file=sys.stderr)
     except KeyboardInterrupt:  # a second Ctrl-C while saying so

@@ -4,15 +4,23 @@ CPython drops an exception raised inside a weakref callback or a finalizer (it p
 and a signal's handler runs wherever the interpreter next checks, which can be such a callback (a WeakSet's
 ``_remove`` when a temporary object dies while a program loads). A Ctrl-C landing there was lost, and ``pterun
 demo --repeat N`` then ran to the end. While a command runs, SIGINT also sets a flag, and the command's long
-loops (:func:`check`, once per call) raise KeyboardInterrupt again if the first one was swallowed.
+loops (:func:`check`, once per call) raise KeyboardInterrupt again if the first one was swallowed; such a
+dropped KeyboardInterrupt is not printed (the flag holds it).
+
+Inside the import machinery a KeyboardInterrupt can land between taking a lock and the ``try`` that gives it
+back (``_imp.acquire_lock()`` in the callback that forgets a module's lock, ``_get_module_lock``): the lock then
+stays taken, and any other thread that imports waits for ever. There the handler only sets the flag and asks
+for the signal again, which is raised at the first check outside the import machinery's own code.
 """
 
 from __future__ import annotations
 
+import _thread
 import signal
+import sys
 import threading
 
-__all__ = ["check", "installed"]
+__all__ = ["check", "installed", "pressed"]
 
 _hit = False
 
@@ -20,7 +28,16 @@ _hit = False
 def _on_sigint(signum, frame):
     global _hit
     _hit = True
+    if frame is not None and frame.f_code.co_filename.startswith("<frozen importlib"):
+        _thread.interrupt_main()  # SIGINT again at the next check, until the frame is out of importlib's code
+        return
     raise KeyboardInterrupt
+
+
+def pressed() -> bool:
+    """Whether Ctrl-C was pressed while the command ran (a library may have turned it into an error of its own:
+    NumPy's import raises ImportError)."""
+    return _hit
 
 
 def check() -> None:
@@ -31,7 +48,8 @@ def check() -> None:
 
 class installed:
     """While active (in the main thread, over Python's own SIGINT handler only), SIGINT goes through
-    :func:`_on_sigint`; the previous handler comes back afterwards."""
+    :func:`_on_sigint`, and a KeyboardInterrupt CPython drops (raised in a weakref callback) is not printed; the
+    previous handler and hook come back afterwards."""
 
     def __enter__(self):
         global _hit
@@ -40,9 +58,16 @@ class installed:
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             self.previous = signal.signal(signal.SIGINT, _on_sigint)
+            self.hook = sys.unraisablehook
+            sys.unraisablehook = self._unraisable
         return self
+
+    def _unraisable(self, unraisable) -> None:
+        if not (_hit and unraisable.exc_type is KeyboardInterrupt):
+            self.hook(unraisable)
 
     def __exit__(self, *exc):
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
+            sys.unraisablehook = self.hook
         return False
