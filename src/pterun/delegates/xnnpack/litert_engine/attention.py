@@ -206,20 +206,23 @@ class AttentionRules:
         self.op("TRANSPOSE", [q4, self.i32([1, 0, 2, 3])], [qh])
         q3 = self.add_tensor([hkv, s * rep, d], F)
         self.op("RESHAPE", [qh, self.i32([hkv, -1, d])], [q3])
+        # the cache as the left-hand side, the queries as the right: XNNPACK packs the right-hand side of a batch
+        # matrix multiply at every call (all L positions, where the cache is on the right), the left it reads as it is
+        scores_t = self.add_tensor([hkv, L, s * rep], F)
+        self.op("BATCH_MATMUL", [heads[0], q3], [scores_t], "BatchMatMulOptions", adjY=True)
         scores = self.add_tensor([hkv, s * rep, L], F)
-        self.op("BATCH_MATMUL", [q3, heads[0]], [scores], "BatchMatMulOptions", adjY=True)
+        self.op("TRANSPOSE", [scores_t, self.i32([0, 2, 1])], [scores])
         scaled = self.add_tensor([hkv, s * rep, L], F)
         self.op("MUL", [scores, self.const(np.array([f["scale"]], np.float32), "FLOAT32")], [scaled], "MulOptions")
         masked = self.add_tensor([hkv, s * rep, L], F)
         self.op("ADD", [scaled, self.mask_bias(f, s * rep, L)], [masked], "AddOptions")
         probs = self.add_tensor([hkv, s * rep, L], F)
         self.op("SOFTMAX", [masked], [probs], "SoftmaxOptions", beta=1.0)
-        ctx = self.add_tensor([hkv, s * rep, d], F)
-        # the values as [Hkv, D, L] (their twin's layout, and what the plain path transposes them to): XNNPACK
-        # packs a right-hand side given transposed (N x K) with a vector kernel, one given as K x N with a scalar one
-        self.op("BATCH_MATMUL", [probs, heads[1]], [ctx], "BatchMatMulOptions", adjY=True)
-        c4 = self.add_tensor([hkv, s, rep, d], F)
-        self.op("RESHAPE", [ctx, self.i32([hkv, -1, rep, d])], [c4])
+        # the values [Hkv, D, L] (their twin's layout) on the left again, the probabilities on the right
+        ctx_t = self.add_tensor([hkv, d, s * rep], F)
+        self.op("BATCH_MATMUL", [heads[1], probs], [ctx_t], "BatchMatMulOptions", adjY=True)
+        c4 = self.add_tensor([hkv, d, s, rep], F)
+        self.op("RESHAPE", [ctx_t, self.i32([hkv, d, -1, rep])], [c4])
         ct = self.add_tensor([s, hkv, rep, d], F)
-        self.op("TRANSPOSE", [c4, self.i32([1, 0, 2, 3])], [ct])
+        self.op("TRANSPOSE", [c4, self.i32([2, 0, 3, 1])], [ct])
         self.op("RESHAPE", [ct, self.i32([1, -1, hq, d])], [out])
