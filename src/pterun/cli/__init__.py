@@ -122,14 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     a ``verify`` case, an operator ``ops`` lacks), 2 a wrong option (argparse's usage error, found before any file
     is opened), 130 Ctrl-C, at any moment, 141 when the reader of stdout went away."""
     from pterun.cli import ctrlc
+    command = ctrlc.installed()
     try:
-        with ctrlc.installed():
+        with command:
             # everything but this module and ctrlc is imported in here, so Ctrl-C during an import is caught too
             return _run(argv)
     except KeyboardInterrupt:
         pass
     except Exception:  # noqa: BLE001  (Ctrl-C while building the parser, turned into an import's error)
-        if not ctrlc.pressed():
+        if not command.pressed:
             raise
     try:
         print("pterun: interrupted", file=sys.stderr)

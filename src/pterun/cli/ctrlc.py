@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 
-__all__ = ["check", "installed", "pressed"]
+__all__ = ["check", "installed"]
 
 _hit = False
 
@@ -34,12 +34,6 @@ def _on_sigint(signum, frame):
     raise KeyboardInterrupt
 
 
-def pressed() -> bool:
-    """Whether Ctrl-C was pressed while the command ran (a library may have turned it into an error of its own:
-    NumPy's import raises ImportError)."""
-    return _hit
-
-
 def check() -> None:
     """Raise KeyboardInterrupt if Ctrl-C was pressed while the command ran (even if that one was swallowed)."""
     if _hit:
@@ -49,11 +43,13 @@ def check() -> None:
 class installed:
     """While active (in the main thread, over Python's own SIGINT handler only), SIGINT goes through
     :func:`_on_sigint`, and a KeyboardInterrupt CPython drops (raised in a weakref callback) is not printed; the
-    previous handler and hook come back afterwards."""
+    previous handler and hook come back afterwards. The flag is the command's: ``pressed`` keeps it once the
+    block is left, and the module's flag is down again (a command called outside one sees no stale Ctrl-C)."""
 
     def __enter__(self):
         global _hit
         _hit = False
+        self.pressed = False
         self.previous = None
         if threading.current_thread() is threading.main_thread() and \
                 signal.getsignal(signal.SIGINT) is signal.default_int_handler:
@@ -67,6 +63,8 @@ class installed:
             self.hook(unraisable)
 
     def __exit__(self, *exc):
+        global _hit
+        self.pressed, _hit = _hit, False
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
             sys.unraisablehook = self.hook
