@@ -349,6 +349,9 @@ def test_twins_are_kept_while_the_positions_in_use_stay_and_made_again_when_they
 
 
 def test_growing_the_positions_keeps_the_output_arrays_and_new_queries_get_new_ones(monkeypatch):
+    from pterun.delegates.xnnpack.litert_engine import kvplan
+
+    monkeypatch.setattr(kvplan, "_bindable", lambda *a: False)  # outputs in arrays of the plan's own, copied
     method, fresh = _load(), _load(merge=False)
     _, ex, _ = _kv(method)
     asked = []
@@ -359,6 +362,7 @@ def test_growing_the_positions_keeps_the_output_arrays_and_new_queries_get_new_o
         _prompt(m, [1, 2, 3, 4, 5])
     assert len(asked) == 1
     arrays = [a for _, a in ex._out_arrays]
+    assert len(arrays) == 1 and not ex._in_place  # the logits
     scratch = ex._twin_scratch
     for p in range(5, 40):  # one row now (new arrays), then past 32 positions: only L changes (the same arrays)
         got, want = _prompt(method, [p % 50], p), _prompt(fresh, [p % 50], p)
@@ -395,3 +399,68 @@ def test_the_invoke_takes_the_buffers_capsules_once():
     ins[0].capsule = "changed"  # taken when the invoke was made, not at each call
     run(), run()
     assert calls == [(2, ["a", "b"], ["c"])] * 2
+
+
+def _in_arena(method, a) -> bool:
+    return any(r.ctypes.data <= a.ctypes.data < r.ctypes.data + r.nbytes for r in method._runner.arenas if r.nbytes)
+
+
+def test_litert_writes_the_logits_where_the_method_keeps_them():
+    """The logits share their planned bytes with values that live before the joined call, and nothing else sees
+    them after it: they move to memory of their own at 64 bytes (pterun.interp.delegates.own_outputs), which
+    LiteRT writes, with no copy a call. Memory the method points them at later is bound instead, or copied into
+    where LiteRT cannot bind it."""
+    method, fresh = _load(), _load(merge=False)
+    _, ex, args = _kv(method)
+    (slot,) = method._runner.outputs
+    t = method._runner.values[slot]
+    assert not _in_arena(method, t.array) and t.array.ctypes.data % 64 == 0
+    assert _in_arena(fresh, fresh._runner.values[slot].array)  # where the memory plan put it
+    want = [_prompt(fresh, [1, 2, 3], 0)] + [_prompt(fresh, [p], p) for p in range(3, 8)]
+    got = [_prompt(method, [1, 2, 3], 0)] + [_prompt(method, [p], p) for p in range(3, 6)]
+    assert [e for e, _, a in ex._in_place if a is t.array] == [args.index(slot)] and ex._out_copies == ()
+    raw = np.zeros(t.storage.nbytes + 128, np.uint8)
+    t.rebind(raw[-raw.ctypes.data % 64 + 16:][:t.storage.nbytes], t.shape)  # off the boundary: copied into
+    got.append(_prompt(method, [6], 6))
+    assert ex._in_place == () and [o[0] for o in ex._out_copies] == [args.index(slot)]
+    t.rebind(raw[-raw.ctypes.data % 64:][:t.storage.nbytes], t.shape)  # on it: bound again
+    got.append(_prompt(method, [7], 7))
+    got.append(_prompt(method, [8], 8))  # the call that copied there noticed it could bind it: the next binds it
+    assert [e for e, _, a in ex._in_place if a is t.array] == [args.index(slot)] and ex._out_copies == ()
+    want.append(_prompt(fresh, [8], 8))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())
+
+
+def test_an_output_moves_only_where_nothing_else_sees_its_bytes_from_the_call_on():
+    from types import SimpleNamespace as NS
+
+    from pterun.format.schema import JUMP_FALSE_CALL, KERNEL_CALL
+    from pterun.interp.delegates import _alone_after
+
+    x, y = 7, 8  # the call's output, and a value over its bytes; the call: instructions 10-19, its arguments 1, 7
+
+    def alone(reads=None, writes=None, run=None, args=(1, x), inputs=(), outputs=(x,), roots=None, jumps=False):
+        reads = {y: [(0, 3)], **(reads or {})}
+        writes = {x: [(0, 15)], y: [(0, 2)], **(writes or {})}
+        acc = NS(inputs=frozenset(inputs), outputs=frozenset(outputs), read_at=reads, write_at=writes,
+                 shared=NS(overlapping=lambda k: (y,) if k == x else (x,)))
+        kinds = [KERNEL_CALL] * 30 + ([JUMP_FALSE_CALL] if jumps else [])
+        m = NS(run=NS(**{"chain": 0, "start": 10, "stop": 20, "ahead": (), "deferred": (), **(run or {})}), args=args)
+        return _alone_after(x, m, NS(chains=[[NS(kind=k) for k in kinds]]), acc, roots or {})
+
+    assert alone()  # y lives before the call only
+    assert alone(reads={y: [(0, 12)]}, writes={y: [(0, 11)]})  # inside the call: computed in its own memory
+    assert alone(reads={y: [(0, 12)]}, args=(y, x))  # read as the call's argument: taken before it writes
+    assert alone(reads={x: [(0, 25)]})  # x itself read after the call
+    assert alone(reads={y: [(0, 11)]}, writes={y: [(0, 10)]}, run={"ahead": (10, 11)})  # run before the call
+    assert not alone(reads={y: [(0, 25)]})  # y read after the call
+    assert not alone(writes={y: [(0, 22)]})  # y written after it: x would have read it
+    assert not alone(reads={y: [(0, 12)]}, run={"deferred": (12,)})  # read after the call, though inside it
+    assert not alone(writes={y: [(0, 12)]}, args=(1, y, x))  # written by the call itself
+    assert not alone(reads={x: [(0, 5)]})  # x read before the call
+    assert not alone(writes={x: [(0, 11), (0, 15)]}, run={"ahead": (11,)})  # written before it
+    assert not alone(reads={y: [(1, 3)]})  # another chain: no order known
+    assert not alone(inputs=(x,)) and not alone(outputs=(x, y))  # the caller's
+    assert not alone(jumps=True)
+    assert not alone(roots={x: 3}) and not alone(roots={9: x})  # a view, or viewed

@@ -4,7 +4,9 @@ compile as one (pterun.interp.merge).
 :func:`load_delegates` asks the backends: first, where merging is on, each backend that merges builds one executor
 per run it accepts; then every delegate still called on its own is initialised; last, what the backends left to
 finish once every delegate is known (LiteRT builds a method's interpreters together) is finished. It returns a
-:class:`Delegates` record; nothing else is changed.
+:class:`Delegates` record. The only other change is where a few tensors live: KV caches a merged call updates,
+and outputs it writes in place, move to memory of their own at a 64-byte boundary where nothing else sees their
+bytes (:func:`align_caches`, :func:`own_outputs`).
 
 Example::
 
@@ -25,8 +27,8 @@ from pterun._log import logger
 from pterun.config import Settings
 from pterun.delegates import BACKENDS, DelegateContext
 from pterun.errors import DelegateError, PterunError
-from pterun.format.schema import DELEGATE_CALL, KERNEL_CALL, TENSOR
-from pterun.interp.access import Accesses, kernels_for, written_slots
+from pterun.format.schema import DELEGATE_CALL, JUMP_FALSE_CALL, KERNEL_CALL, TENSOR
+from pterun.interp.access import Accesses, kernels_for, view_roots, written_slots
 from pterun.interp.analysis import Analysis
 from pterun.interp.forms import absorbed_op, kernel_op
 from pterun.interp.merge import DelegatePart, Run, find_runs, slots_read_outside
@@ -166,6 +168,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
         taken = [(m.run.chain, m.run.start, m.run.stop) for m in merged.values()]
         again = [r for r in again if _meets(r, declined) and not _meets(r, taken)]
         _merge_runs(again, src, memory, analysis, settings, same, finish, values, outside, merged, exact)
+    own_outputs(merged, plan, values, acc, memory.arenas[2:])
     return merged
 
 
@@ -186,16 +189,73 @@ def align_caches(slots, values: list, shared, shared_arenas: list) -> list[int]:
         if not isinstance(t, Tensor) or t.dynamic or shared.overlapping(c):
             continue
         where = t.storage.ctypes.data
-        if where % CACHE_ALIGN == 0 or any(a.ctypes.data <= where < a.ctypes.data + a.nbytes
-                                           for a in shared_arenas if a.nbytes):
+        if where % CACHE_ALIGN == 0 or _in_arenas(where, shared_arenas):
             continue
-        raw = np.empty(t.storage.nbytes + CACHE_ALIGN, np.uint8)
-        start = -raw.ctypes.data % CACHE_ALIGN
-        own = raw[start:start + t.storage.nbytes]
-        own[:] = t.storage
-        t.rebind(own, t.shape)
+        _move(t)
         moved.append(c)
     return moved
+
+
+def own_outputs(merged: dict, plan, values: list, acc: Accesses, shared_arenas: list) -> list[int]:
+    """Give each output that a merged call's executor writes in place where the method's array allows it
+    (``executor.in_place_outputs()``: positions among the call's arguments; the LiteRT KV plan's, an LLM's logits)
+    memory of its own at a :data:`CACHE_ALIGN`-byte boundary, its contents copied, where nothing but that slot
+    sees its bytes from the call on (:func:`_alone_after`); the slots moved. The memory plan places tensors at 16
+    bytes, and lays an LLM's logits over the bytes of a hundred values that live before the call: an output
+    LiteRT cannot write in place is copied into the method's array at every call (32k logits: ~40 us)."""
+    moved, roots = [], None
+    for m in merged.values():
+        wants = getattr(m.executor, "in_place_outputs", None)
+        for e in wants() if wants is not None else ():
+            x = m.args[e]
+            t = values[x]
+            if not isinstance(t, Tensor) or t.dynamic or m.args.count(x) != 1 or \
+                    t.storage.ctypes.data % CACHE_ALIGN == 0 and not acc.shared.overlapping(x):
+                continue
+            roots = view_roots(plan) if roots is None else roots
+            if _alone_after(x, m, plan, acc, roots) and not _in_arenas(t.storage.ctypes.data, shared_arenas):
+                _move(t)
+                moved.append(x)
+    return moved
+
+
+def _alone_after(x: int, m: Merged, plan, acc: Accesses, roots: dict) -> bool:
+    """Whether from the merged call ``m`` on, the bytes of its output ``x`` are seen through ``x`` alone, so that
+    ``x`` may move to other memory: ``x`` is no method input, no view and viewed by nothing, and its chain (which
+    has no jumps) touches it only from the call on. Every other value over its bytes is no method input or output,
+    and its chain touches it only before the call (instructions the call moved ahead included) or inside the call
+    (which computes what it absorbed in memory of its own, and takes its arguments before it writes anything),
+    where it is not written as one of the call's arguments."""
+    run = m.run
+    chain, first, ahead, after = run.chain, run.start, frozenset(run.ahead), frozenset(run.deferred)
+    if x in acc.inputs or any(ins.kind == JUMP_FALSE_CALL for ins in plan.chains[chain]) or \
+            any(r == x and k != x for k, r in roots.items()) or roots.get(x, x) != x:
+        return False
+    if any(c != chain or pc < first or pc in ahead for c, pc in acc.read_at.get(x, []) + acc.write_at.get(x, [])):
+        return False
+
+    def later(pc: int) -> bool:  # run after the call, or not at all inside it
+        return pc >= run.stop or pc in after
+    for y in acc.shared.overlapping(x):
+        reads, writes = acc.read_at.get(y, []), acc.write_at.get(y, [])
+        if y in acc.inputs or y in acc.outputs or any(c != chain for c, _ in reads + writes) or \
+                any(later(pc) for _, pc in reads + writes) or \
+                y in m.args and any(first <= pc and pc not in ahead for _, pc in writes):
+            return False
+    return True
+
+
+def _in_arenas(where: int, arenas: list) -> bool:
+    return any(a.ctypes.data <= where < a.ctypes.data + a.nbytes for a in arenas if a.nbytes)
+
+
+def _move(t: Tensor) -> None:
+    """Point ``t`` at memory of its own at a :data:`CACHE_ALIGN`-byte boundary, its contents copied."""
+    raw = np.empty(t.storage.nbytes + CACHE_ALIGN, np.uint8)
+    start = -raw.ctypes.data % CACHE_ALIGN
+    own = raw[start:start + t.storage.nbytes]
+    own[:] = t.storage
+    t.rebind(own, t.shape)
 
 
 def _with_private_caches(run: Run, plan, acc: Accesses) -> tuple:

@@ -16,7 +16,7 @@ which has XNNPACK prepare the graph again, and the caches' twins (:mod:`.attenti
 method's caches: 2.5-5 ms for the 130M Llama's 12 layers, every :data:`GROW` tokens of a decode and once between
 a prefill and its decode. Then it writes the element offsets, the key and query positions and the other inputs
 into memory of its own (every input but the twins is 1-D host memory of pterun's: LiteRT binds no other), invokes
-once, and copies the other outputs into the method's tensors.
+once; LiteRT writes the other outputs into the method's own arrays where it can bind them, else they are copied.
 
 A position past the cache raises :class:`pterun.errors.DelegateError` before anything is written, as
 ``update_cache`` refuses it.
@@ -199,6 +199,7 @@ class KvPlan:
         self._details: dict = {}  # (S, other inputs' shapes) -> {output name: (shape, dtype)}, as LiteRT said
         self._seen = None  # see _others
         self._out_copies: tuple = ()  # [output, plan's array, method's tensor, its array], see _copy_out
+        self._in_place: tuple = ()  # (output, method's tensor, its array LiteRT writes), see _bind_outputs
         self._cm = None
         self._open()
         _PLANS.add(self)
@@ -258,6 +259,13 @@ class KvPlan:
         self._cm, self._api, self._key = cm, api, sig["key"]
         self._state, self._details = None, {}
 
+    def in_place_outputs(self) -> tuple:
+        """The call's outputs LiteRT writes where the method keeps them, given memory it can bind
+        (:meth:`_bind_outputs`): those that are neither caches nor twins, as positions among its arguments."""
+        lay = self._lay
+        return tuple(e for e in (lay.n_in + int(n[1:]) for n in self._out_names) if e not in lay.caches and
+                     e not in lay.twins)
+
     def _forked(self) -> None:
         """In a forked child the model's thread pool has no threads: it is kept (never destroyed) and replaced on
         the first call."""
@@ -285,7 +293,8 @@ class KvPlan:
             L = min(lay.p, -(-need // GROW) * GROW)
             st = self._state
             if st is None or st[0] != L or st[1] != s or (st[2] is not others and
-                                                          st[3] != tuple(a.shape for a in others)):
+                                                          st[3] != tuple(a.shape for a in others)) or \
+                    any(args[e] is not t or t.array is not a for e, t, a in self._in_place):
                 self._prepare(L, s, others, args)
             elif st[2] is not others:  # other arrays of the same shapes: the buffers bound still fit
                 self._state = (L, s, others, st[3])
@@ -310,8 +319,8 @@ class KvPlan:
                 e, got, t, a = out
                 if t is args[e] and t.array is a:  # the method's array the last call wrote, as it was
                     np.copyto(a, got, casting="unsafe")
-                else:
-                    _copy_out(args, out)
+                elif _copy_out(args, out):  # other memory, which LiteRT could write: bound at the next call
+                    self._state = None
 
     def _others(self, args: list) -> tuple:
         """(the other inputs' arrays in memory order, (memory of the plan's own, array) to copy each into), kept
@@ -343,7 +352,7 @@ class KvPlan:
                         cm.resize_input_tensor(self._in_pos[e], shape, 0)
                         self._in_shapes[e] = shape
                 ins = self._bind_inputs(L, lengths, args)
-                outs, arrays = self._bind_outputs(L, s, others, args, ins)
+                outs, arrays, self._in_place = self._bind_outputs(L, s, others, args, ins)
         except (ValueError, RuntimeError) as e:
             self._state = None
             raise DelegateError(f"XNNPACK delegate (LiteRT engine) cannot take {s} tokens over {L} cached "
@@ -375,10 +384,13 @@ class KvPlan:
 
     def _bind_outputs(self, L: int, s: int, others: list, args: list, ins: list) -> tuple:
         """(buffers of the outputs in the signature's order, [(output, array of the plan's own the call copies
-        from)]). A cache's output is its input's memory again, a twin's its input's buffer; any other output is a
-        value of the method, whose shape follows the queries and the other inputs, never ``L``: where only ``L``
-        changed, the last arrays still fit. Its shapes are asked of LiteRT once per query count and input shapes
-        (1.2 ms a time for the 130M Llama)."""
+        from)], ((output, tensor, array) bound in place)). A cache's output is its input's memory again, a twin's
+        its input's buffer; any other output is a value of the method, whose shape follows the queries and the other
+        inputs, never ``L``. LiteRT writes it into the method's own array where that array takes it as it is (shape,
+        dtype, C order, a 64-byte boundary: :func:`pterun.interp.delegates.own_outputs` gives an LLM's logits such
+        memory), else into an array of the plan's that each call copies from (where only ``L`` changed, the last
+        arrays still fit). Its shapes are asked of LiteRT once per query count and input shapes (1.2 ms a time for
+        the 130M Llama)."""
         lay, api = self._lay, self._api
         key = (s, tuple(a.shape for a in others))
         details = self._details.get(key)
@@ -386,7 +398,7 @@ class KvPlan:
             got = self._cm.get_output_tensor_details(self._key)
             details = self._details[key] = {n: (tuple(d["shape"]), np.dtype(d["dtype"])) for n, d in got.items()}
         made = dict(self._out_arrays) if self._state is not None and (self._state[1], self._state[3]) == key else {}
-        outs, arrays = [], []
+        outs, arrays, own = [], [], []
         for name in self._out_names:  # in the signature's order
             e = lay.n_in + int(name[1:])
             if e in lay.caches:
@@ -395,17 +407,23 @@ class KvPlan:
                 outs.append(ins[self._in_pos[lay.twin_of[e]]])
             else:
                 shape, dtype = details[name]
-                a = made.get(e)
-                a = a if a is not None and a.shape == shape else _aligned(shape, dtype)
-                arrays.append((e, a))
+                t = args[e]
+                a = getattr(t, "array", None)
+                if _bindable(a, shape, dtype):
+                    own.append((e, t, a))  # LiteRT writes the method's array: nothing to copy
+                else:
+                    a = made.get(e)
+                    a = a if a is not None and a.shape == shape else _aligned(shape, dtype)
+                    arrays.append((e, a))
                 outs.append(api.host(a.reshape(-1)))
-        return outs, arrays
+        return outs, arrays, tuple(own)
 
 
-def _copy_out(args: list, out: list) -> None:
+def _copy_out(args: list, out: list) -> bool:
     """Copy an output of the plan's own memory into the method's tensor, resizing it where it is dynamic.
     ``out`` is ``[output, plan's array, tensor, array]``: the tensor and its array are noted where that array
-    takes the output as it is, so the next call copies straight into it while the tensor keeps that array."""
+    takes the output as it is, so the next call copies straight into it while the tensor keeps that array.
+    Whether LiteRT could write that array in place (:func:`_bindable`)."""
     e, got = out[0], out[1]
     t = args[e]
     a = getattr(t, "array", None)
@@ -415,6 +433,13 @@ def _copy_out(args: list, out: list) -> None:
         write_output(args, e, got)
         a = getattr(t, "array", None)
     out[2], out[3] = (t, a) if _takes(a, got) else (None, None)
+    return _bindable(a, got.shape, got.dtype)
+
+
+def _bindable(a, shape: tuple, dtype) -> bool:
+    """Whether LiteRT can write an output of ``shape`` and ``dtype`` into the method's array ``a`` in place."""
+    return a is not None and a.shape == shape and a.dtype == dtype and a.flags.c_contiguous and \
+        a.flags.writeable and not a.ctypes.data % ALIGN
 
 
 def _takes(a, got: np.ndarray) -> bool:
