@@ -73,6 +73,19 @@ def test_a_new_prompt_at_position_0_after_a_long_decode_gives_a_fresh_method_s_n
     np.testing.assert_allclose(a, b, rtol=0, atol=1e-6 * np.abs(b).max())
 
 
+def test_long_prompts_and_a_second_chunk_give_the_separate_layers_numbers():
+    """Attention's matrix multiplies over many query rows (45 tokens, two query heads each: several of XNNPACK's
+    16-wide tiles on the packed side) and a chunk that starts inside the cache (causal from position 45)."""
+    method, separate = _load(), _load(merge=False)
+    rng = np.random.default_rng(3)
+    first, second = rng.integers(0, 50, 45).tolist(), rng.integers(0, 50, 30).tolist()
+    got, want = ([_prompt(m, first, 0), _prompt(m, second, 45)] + [_prompt(m, [p % 50], p) for p in range(75, 80)]
+                 for m in (method, separate))
+    assert len(got) == len(want) == 7
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-5 * np.abs(b).max())
+
+
 def test_the_output_shapes_are_asked_of_litert_once_per_query_count():
     """A decode after a prefill changes the query count, so the outputs' shapes change: LiteRT is asked for them
     (1.2 ms for the 130M Llama) the first time each count comes, and a second prompt and decode find them kept,
