@@ -319,8 +319,8 @@ class KvPlan:
                 e, got, t, a = out
                 if t is args[e] and t.array is a:  # the method's array the last call wrote, as it was
                     np.copyto(a, got, casting="unsafe")
-                elif _copy_out(args, out):  # other memory, which LiteRT could write: bound at the next call
-                    self._state = None
+                elif _copy_out(args, out):  # other memory LiteRT could write: bound at the next call, twins kept
+                    self._state = self._state[:2] + (None, None)
 
     def _others(self, args: list) -> tuple:
         """(the other inputs' arrays in memory order, (memory of the plan's own, array) to copy each into), kept
