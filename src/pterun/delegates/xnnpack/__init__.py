@@ -243,12 +243,14 @@ class XnnpackBackend(Backend):
 
     name = "XnnpackBackend"
     merges = True
-    #: A merged call holds delegates of at most this many payload bytes (their weights, mostly), or the one that
-    #: starts it. LiteRT's model holds a copy of the weights it cannot read from the program file in place (8da4w
-    #: ones) until XNNPACK has packed them all, so one call over a whole model peaks at twice its weights; in
-    #: calls of this size they are packed and given back a piece at a time. Fewer calls decode faster: the 500M
-    #: 8da4w Llama in 2 calls of 128 MiB against 4 of 64 MiB, +1-3.5 % on one thread and +5-11 % on two, for
-    #: 111 MB more at its peak (568 MB; ExecuTorch's ~1 GB); in one call +8-13 % on one thread, at 823 MB.
+    #: A merged call holds delegates of at most this many bytes as :meth:`weight_bytes` counts them (their weights,
+    #: mostly), or the one that starts it. LiteRT's model holds a copy of the weights it cannot read from the
+    #: program file in place (8da4w ones) until XNNPACK has packed them all, so one call over a whole model peaks
+    #: at twice its weights; in calls of this size they are packed and given back a piece at a time. Weights read
+    #: in place count half (:func:`.payload.weight_bytes`). Fewer calls decode faster: the 500M 8da4w Llama in 2
+    #: calls of 128 MiB against 4 of 64 MiB, +1-3.5 % on one thread and +5-11 % on two, for 111 MB more at its
+    #: peak (568 MB; ExecuTorch's ~1 GB); in one call +3-4 % more, at 812 MB. The 130M fp32 Llama in 2 calls
+    #: (weights read in place counted half) against 3 and its output layer alone: +7-10 % on one thread.
     merge_bytes = 128 << 20
     #: the operators a merged graph can hold between two delegate calls, and the form each takes there
     #: (:func:`.merge.absorbs` says which forms; :mod:`pterun.interp.merge` reads their arguments)
