@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 
 from fixtures_util import FIXTURES, assert_matches, load_calls
 from pterun import InvalidArgumentError, KernelError, PterunError, Runtime
+
+needs_litert = pytest.mark.skipif(importlib.util.find_spec("ai_edge_litert") is None,
+                                  reason="ai-edge-litert is not installed")
 
 
 @pytest.fixture(scope="module")
@@ -277,18 +282,51 @@ def test_lists_and_strings_are_not_tensors(mlp):
         mlp.execute(["x"])
 
 
+_EMBEDDING_STEP = (r"aten::embedding.out failed at instruction 0 with inputs \(float32\[100, 32\], int64\[2, 12\] = "
+                   r"input 0, ")
+# with LiteRT, the embedding is a node of the method's one merged call, which checks the caller's ids before it runs
+_MERGED_CALL = r"delegate XnnpackBackend failed at instruction 0 with inputs \(int64\[2, 12\] = input 0, "
+
+
+@pytest.mark.parametrize("engine, where", [("numpy", _EMBEDDING_STEP),
+                                           pytest.param("litert", _MERGED_CALL, marks=needs_litert)])
 @pytest.mark.parametrize("index", [100, 10**6, -101, -(10**6)])
-def test_out_of_range_embedding_indices_name_the_input(index):
-    m = Runtime.get().load_program(FIXTURES / "transformer.pte").load_method("forward")
+def test_out_of_range_embedding_indices_name_the_input(index, engine, where):
+    m = Runtime(engine=engine).load_program(FIXTURES / "transformer.pte").load_method("forward")
     call = load_calls("transformer")[0]
     ids = call["inputs"][0].copy()
     ids[1, 3] = index
-    with pytest.raises(KernelError, match=r"aten::embedding.out failed at instruction 0 with inputs \(float32\[100, "
-                                          r"32\], int64\[2, 12\] = input 0, .*IndexError: embedding index "
-                                          rf"{index} is out of range for size 100$") as info:
-        m.execute([ids, call["inputs"][1]])
-    assert isinstance(info.value.__cause__, IndexError)
-    assert_matches(m.execute(call["inputs"])[0], call["outputs"][0], "the next call is unaffected")
+    # run plainly, then observed (a hook takes the observed path)
+    for hook in (None, lambda *event: None):
+        with pytest.raises(KernelError, match=rf"{where}.*IndexError: embedding index {index} is out of range for "
+                                              r"size 100$") as info:
+            m.execute([ids, call["inputs"][1]], hook=hook)
+        assert isinstance(info.value.__cause__, IndexError)
+        assert_matches(m.execute(call["inputs"])[0], call["outputs"][0], "the next call is unaffected")
+
+
+@pytest.mark.parametrize("engine, where", [
+    ("numpy", r"aten::embedding.out failed at instruction 0 with inputs \(float32\[64, 16\], int64\[10\] = input 0, "),
+    pytest.param("litert", r"delegate XnnpackBackend failed at instruction 0 with inputs \(int64\[10\] = input 0, ",
+                 marks=needs_litert)])
+@pytest.mark.parametrize("index", [64, -1, 2**62])
+def test_ids_a_merged_call_gathers_are_checked_before_it_runs(index, engine, where):
+    """An embedding of the caller's ids followed by a delegate: with LiteRT the method is one direct call whose
+    graph gathers the rows (xnn_embed_mlp); a bad id fails it as the embedding step would, naming the input."""
+    m = Runtime(engine=engine).load_program(FIXTURES / "xnn_embed_mlp.pte").load_method("forward")
+    steps = [info[0] for info in m._runner.chains[0].info]
+    assert steps == (["delegate XnnpackBackend"] if engine == "litert" else
+                     ["aten::embedding.out", "delegate XnnpackBackend"])
+    assert (m._runner.direct is not None) == (engine == "litert")
+    call = load_calls("xnn_embed_mlp")[0]
+    ids = call["inputs"][0].copy()
+    ids[4] = index
+    for hook in (None, lambda *event: None):  # the direct call, then the interpreter's steps
+        with pytest.raises(KernelError, match=rf"{where}.*\): IndexError: embedding index {index} is out of range "
+                                              r"for size 64$") as info:
+            m.execute([ids], hook=hook)
+        assert isinstance(info.value.__cause__, IndexError)
+        assert_matches(m.execute(call["inputs"])[0], call["outputs"][0], "the next call is unaffected")
 
 
 def test_quantized_embedding_indices_out_of_range_name_the_input():

@@ -107,6 +107,8 @@ CASES = [
     # float32 -> int64 truncates toward zero, as the portable kernel's cast (-2.7 -> -2)
     ("dim_order_ops::_to_dim_order_copy.out", [_x(4, 6) * 20, False, None, Out((4, 6), I64)]),
     ("aten::embedding.out", [Const(_x(32, 4)), rng.integers(0, 32, (6, 6)), -1, False, False, Out((6, 6, 4))]),
+    # the caller's ids: the merged call checks them before it runs (.checked)
+    ("aten::embedding.out", [Const(_x(32, 4)), Given(rng.integers(0, 32, (6,))), -1, False, False, Out((6, 4))]),
 ]
 
 
@@ -150,10 +152,8 @@ def test_a_kernel_node_gives_the_portable_kernels_numbers(name, args, engine):
     ("aten::select_copy.int_out", [_I, 0, 1, Out((6,), I64)], "a copy of int64 values"),
     ("dim_order_ops::_to_dim_order_copy.out", [_M, False, None, Out((2, 4, 8))],
      "a copy other than float32 to int64 in the same dim order"),
-    ("aten::embedding.out", [Const(_x(32, 4)), Given(rng.integers(0, 32, (6,))), -1, False, False, Out((6, 4))],
-     "an embedding of the method's input"),
-    ("aten::embedding.out", [Const(_x(5000, 4)), rng.integers(0, 32, (6,)), -1, False, False, Out((6, 4))],
-     "an embedding other than int64 indices into a constant float32 table of at most 65536 bytes"),
+    ("aten::embedding.out", [Const(_x(70000, 4)), rng.integers(0, 32, (6,)), -1, False, False, Out((6, 4))],
+     "an embedding other than int64 indices into a constant float32 table of at most 1048576 bytes"),
 ])
 def test_arguments_without_a_lowering_keep_the_operator_outside(name, args, why):
     op, _ = _absorbed(name, args)
@@ -416,3 +416,23 @@ def test_work_folded_at_load_between_two_delegate_calls_does_not_split_their_mer
         got = m.execute(call["inputs"])[0]
         np.testing.assert_allclose(got, call["outputs"][0], rtol=0, atol=1e-5)
         np.testing.assert_allclose(got, apart.execute(call["inputs"])[0], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [5, 40])  # checked as a list, and with two reductions
+def test_indices_a_merged_call_gathers_are_checked_as_the_kernel_checks_them(n):
+    from pterun.delegates.xnnpack.checked import check_indices
+
+    ids = np.arange(n, dtype=np.int64) % 7
+    check_indices(ids, 7)
+    for bad in (7, -1):
+        ids[n - 2] = bad
+        with pytest.raises(IndexError, match=rf"^embedding index {bad} is out of range for size 7$"):
+            check_indices(ids, 7)
+        with pytest.raises(IndexError, match=rf"^embedding index {bad} is out of range for size 7$"):
+            _call_kernel(ids)
+
+
+def _call_kernel(ids):
+    from pterun.kernels import KERNELS
+
+    return KERNELS["aten::embedding.out"].fn(np.eye(7, dtype=np.float32), ids, -1, False, False, None)

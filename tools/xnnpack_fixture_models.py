@@ -170,6 +170,27 @@ def make_transformer() -> Fixture:
     return Fixture(m, (x,), [(x,), (randn(g, 2, 8, 32),)])
 
 
+class EmbedMLP(nn.Module):
+    """Token ids -> an embedding (a portable kernel: XNNPACK does not take it) -> two linear layers (delegated)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(64, 16)
+        self.l1 = nn.Linear(16, 32)
+        self.l2 = nn.Linear(32, 4)
+
+    def forward(self, ids):
+        return self.l2(torch.relu(self.l1(self.emb(ids))))
+
+
+@fixture("embed_mlp")
+def make_embed_mlp() -> Fixture:
+    g = rng(11)
+    m = EmbedMLP()
+    ids = [torch.from_numpy(g.integers(0, 64, (10,))) for _ in range(2)]
+    return Fixture(m, (ids[0],), [(i,) for i in ids], note="the caller's ids gathered inside the merged call")
+
+
 class GRU(nn.Module):
     def __init__(self):
         super().__init__()

@@ -25,7 +25,7 @@ from pterun import config, threads
 from pterun._fpstate import quiet, restore
 from pterun.convert import InputChecks, import_torch, torch_output
 from pterun.delegates import BACKENDS, DelegateInfo, delegate_info
-from pterun.errors import MethodNotFoundError, NamedDataNotFoundError
+from pterun.errors import MethodNotFoundError, NamedDataNotFoundError, PterunError
 from pterun.format.program import ProgramFile, read_program
 from pterun.interp.method import MethodRunner
 from pterun.meta import MethodMeta, TensorInfo
@@ -361,7 +361,7 @@ class Method:
         runner = self._runner
         with self._lock:
             # a method that is one LiteRT invoke: straight from and into the caller's arrays (pterun.interp.direct)
-            outputs = None if hook is not None or runner.direct is None else runner.direct(arrays)
+            outputs = None if hook is not None or runner.direct is None else self._direct(runner, arrays)
             if outputs is None:
                 runner.set_inputs(arrays)
                 runner.run(hook)
@@ -371,6 +371,17 @@ class Method:
         return outputs
 
     __call__ = execute
+
+    @staticmethod
+    def _direct(runner, arrays: list) -> list | None:
+        """The method's one call made directly (:mod:`pterun.interp.direct`); what fails there is reported as its
+        step would report it (a KernelError naming the call, the cause chained)."""
+        try:
+            return runner.direct(arrays)
+        except PterunError:
+            raise
+        except Exception as e:  # an index a merged graph checks before it gathers (IndexError), ...
+            raise runner.kernel_error(runner.chains[0].info, 0, e) from e
 
     def _held(self, inputs: list) -> list:
         """:meth:`execute` for pterun's own loops (:mod:`pterun.llm`) without what it does for a caller: the

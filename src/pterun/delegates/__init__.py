@@ -70,7 +70,7 @@ class KernelArg(Fields):
     tensors replaced by these): ``out`` says whether the operator writes it, ``index`` is its position among the
     operator's inputs (or outputs), ``shape`` and ``dtype`` what the tensor holds, ``const`` whether it is a
     constant of the program (read-only: weights), ``given`` whether it is one of the method's inputs (what the
-    caller passed, unchecked: an index there is checked by the kernel, which names a bad one)."""
+    caller passed, unchecked: a merged graph checks an index there before each call, as the kernel would)."""
 
     out: bool
     index: int

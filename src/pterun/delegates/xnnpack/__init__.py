@@ -227,6 +227,15 @@ def _kv_plan(graph: Graph, tensors: list, args: tuple, ctx: DelegateContext):
         return None
 
 
+def _checked(got: tuple | None, graph: Graph) -> tuple | None:
+    """``got``, (merged executor, args), with the executor checking the indices its embeddings read from outside
+    the call before each call (:mod:`.checked`), where it has such embeddings."""
+    from pterun.delegates.xnnpack.checked import Checked, index_checks
+
+    checks = index_checks(graph) if got is not None else ()
+    return got if not checks else (Checked(got[0], checks), got[1])
+
+
 def _numpy(graph: Graph):
     from pterun.delegates.xnnpack.numpy_engine import compile_graph
 
@@ -346,11 +355,13 @@ class XnnpackBackend(Backend):
             logger().debug("XNNPACK delegates %s not merged: %s", sorted(blobs), e)
             return None
         if _holds_attention(graph):
-            return _kv_plan(graph, tensors, args, ctx)
-        dims = load_dims(ctx.dynamic_sizes, lambda ext: getattr(tensors[args[ext]], "dynamic", False))
-        plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims, batch=_batch(ctx),
-                          cache_dir=ctx.cache_dir)
-        return None if plan is None else (plan, args)
+            got = _kv_plan(graph, tensors, args, ctx)
+        else:
+            dims = load_dims(ctx.dynamic_sizes, lambda ext: getattr(tensors[args[ext]], "dynamic", False))
+            plan, _ = _litert(graph, "auto", keep=False, num_threads=ctx.num_threads, load_dims=dims,
+                              batch=_batch(ctx), cache_dir=ctx.cache_dir)
+            got = None if plan is None else (plan, args)
+        return _checked(got, graph)
 
     def describe(self, blob: np.ndarray, named_data, engine: str) -> dict:
         """The payload's format (its flatbuffer identifier, ``XN00`` or ``XN01``, and whether an ``XH00`` header
