@@ -93,6 +93,11 @@ def test_a_dynamic_input_whose_shape_changes_takes_the_steps_and_then_the_shortc
     ("zoo/qd8_layer_norm", {}, False),  # a 320-wide layer norm between two calls
     ("xnn_mlp", {"engine": "numpy"}, False),
     ("xnn_mlp", {"merge_delegates": False, "fold": False}, True),  # one delegate alone is one invoke too
+    ("xnn_embed_mlp", {}, True),  # the caller's ids gathered in the merged call, checked before it
+    ("xnn_embed_mlp", {"engine": "numpy"}, False),
+    # positions and token types folded at load, before the merge: the token embedding then leads into the call
+    ("xnn_embed_positions", {}, True),
+    ("xnn_embed_positions", {"fold": False}, False),
 ])
 def test_only_methods_that_are_one_litert_invoke_have_the_shortcut(name, kw, one_invoke):
     method = _method(name, **kw)

@@ -191,6 +191,33 @@ def make_embed_mlp() -> Fixture:
     return Fixture(m, (ids[0],), [(i,) for i in ids], note="the caller's ids gathered inside the merged call")
 
 
+class EmbedPositions(nn.Module):
+    """A BERT's embeddings: token ids, plus positions and token types sliced from constant buffers (work folding
+    does at load), then a layer norm and a linear layer (delegated)."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos, self.typ = nn.Embedding(64, 16), nn.Embedding(32, 16), nn.Embedding(2, 16)
+        self.norm = nn.LayerNorm(16)
+        self.out = nn.Linear(16, 8)
+        self.register_buffer("position_ids", torch.arange(32).expand((1, -1)), persistent=False)
+        self.register_buffer("token_type_ids", torch.zeros((1, 32), dtype=torch.long), persistent=False)
+
+    def forward(self, ids):
+        n = ids.shape[1]
+        types = self.token_type_ids[:, :n].expand(ids.shape[0], n)
+        h = self.tok(ids) + self.pos(self.position_ids[:, :n]) + self.typ(types)
+        return self.out(self.norm(h))
+
+
+@fixture("embed_positions")
+def make_embed_positions() -> Fixture:
+    g = rng(12)
+    m = EmbedPositions()
+    ids = [torch.from_numpy(g.integers(0, 64, (2, 10))) for _ in range(2)]
+    return Fixture(m, (ids[0],), [(i,) for i in ids], note="positions and token types folded at load")
+
+
 class GRU(nn.Module):
     def __init__(self):
         super().__init__()

@@ -39,6 +39,9 @@ class Folder:
         self.writes: dict[int, list[int]] = {}  # slot -> positions writing it, ascending
         self.spans = None  # (slot, start, end) of every tensor in arena 1, built at the first fold attempt
         self.done: set[tuple[int, int]] = set()  # (chain, instruction) folded so far
+        # slot -> (chain, instruction) of the KernelCall on the program's own constants alone that writes it, as
+        # :meth:`foreseen` found them
+        self._made_by: dict[int, tuple[int, int]] = {}
 
     @staticmethod
     def applies(plan: ExecutionPlan) -> bool:
@@ -190,12 +193,23 @@ class Folder:
         instructions leave no step, inside a merged run or not."""
         plan, fixed = self.plan, self.foreseen()
         for ci, pc in sorted(fixed):
-            ins = plan.chains[ci][pc]
-            if ins.kind == KERNEL_CALL:
-                kernel = kernels.get(plan.operators[ins.op_index])
-                if kernel is not None:
-                    self.fold(kernel, ins.args, ci, pc)
+            self._fold_ahead(kernels, ci, pc)
         return fixed, frozenset(self.done)
+
+    def _fold_ahead(self, kernels: dict, ci: int, pc: int) -> None:
+        """Fold KernelCall ``pc`` of chain ``ci``, after the instructions on the program's own constants alone that
+        make what it reads (:meth:`foreseen` leaves those to merged graphs, but work folding does reads them: a
+        BERT's token-type ids sliced from a constant; left unfolded, the work after them stays unfolded until the
+        merge is done, and no run may lead in past it)."""
+        ins = self.plan.chains[ci][pc]
+        kernel = kernels.get(self.plan.operators[ins.op_index]) if ins.kind == KERNEL_CALL else None
+        if kernel is None or (ci, pc) in self.done:
+            return
+        for j in self._members(tuple(ins.args)):
+            made = self._made_by.get(j)
+            if made is not None and made[0] == ci and made[1] < pc:
+                self._fold_ahead(kernels, *made)
+        self.fold(kernel, ins.args, ci, pc)
 
     def foreseen(self) -> frozenset:
         """(chain, instruction) of the work folding will do at load that the merge should leave to it:
@@ -224,6 +238,8 @@ class Folder:
                 constants |= writes
                 if ins.kind == DELEGATE_CALL or not reads or not reads <= program:
                     fixed.add((ci, pc))
+                elif ins.kind == KERNEL_CALL:
+                    self._made_by.update(dict.fromkeys(writes, (ci, pc)))
         return frozenset(fixed)
 
     def fold_delegate(self, executor, delegate_index: int, args: tuple, ci: int, pc: int) -> bool:
