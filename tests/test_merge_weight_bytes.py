@@ -21,7 +21,8 @@ def test_weights_read_in_place_count_half_their_bytes():
 def test_four_bit_weights_count_in_full():
     wq = RNG.integers(-8, 8, (8, 64))
     blob, _ = qb4_fc_graph(wq, np.ones((8, 2), np.float32), 32).blob()
-    assert P.weight_bytes(blob) == blob.nbytes + 8 * 64 // 2  # two weights a byte, copied (converted) by LiteRT's engine
+    # two weights a byte, copied (converted) by LiteRT's engine
+    assert P.weight_bytes(blob) == blob.nbytes + 8 * 64 // 2
 
 
 def test_a_graph_with_both_counts_each_constant_by_its_own_kind():

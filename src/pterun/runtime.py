@@ -361,7 +361,15 @@ class Method:
         runner = self._runner
         with self._lock:
             # a method that is one LiteRT invoke: straight from and into the caller's arrays (pterun.interp.direct)
-            outputs = None if hook is not None or runner.direct is None else self._direct(runner, arrays)
+            outputs = None
+            if hook is None and runner.direct is not None:
+                try:
+                    outputs = runner.direct(arrays)
+                except PterunError:
+                    raise
+                except Exception as e:  # an index a merged graph checks before it gathers (IndexError), ...: as
+                    # the call's step would report it (a KernelError naming the call, the cause chained)
+                    raise runner.kernel_error(runner.chains[0].info, 0, e) from e
             if outputs is None:
                 runner.set_inputs(arrays)
                 runner.run(hook)
@@ -371,17 +379,6 @@ class Method:
         return outputs
 
     __call__ = execute
-
-    @staticmethod
-    def _direct(runner, arrays: list) -> list | None:
-        """The method's one call made directly (:mod:`pterun.interp.direct`); what fails there is reported as its
-        step would report it (a KernelError naming the call, the cause chained)."""
-        try:
-            return runner.direct(arrays)
-        except PterunError:
-            raise
-        except Exception as e:  # an index a merged graph checks before it gathers (IndexError), ...
-            raise runner.kernel_error(runner.chains[0].info, 0, e) from e
 
     def _held(self, inputs: list) -> list:
         """:meth:`execute` for pterun's own loops (:mod:`pterun.llm`) without what it does for a caller: the

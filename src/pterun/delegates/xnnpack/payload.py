@@ -290,9 +290,9 @@ def weight_bytes(blob: np.ndarray) -> int:
 
 
 def _copied(root: Table) -> frozenset:
-    """The constant buffers that 4-bit values use, of a payload's ``XNNGraph`` table ``root``: LiteRT's engine writes those into its model as
-    signed int4 (:mod:`.litert_engine.translate`), so the model holds a copy until XNNPACK has packed every weight
-    of the call. Other constants, read in place from the program file, cost the peak about half as much: one call
+    """The constant buffers that 4-bit values use, of a payload's ``XNNGraph`` table ``root``: LiteRT's engine
+    writes those into its model as signed int4 (:mod:`.litert_engine.translate`), so the model holds a copy until
+    XNNPACK has packed every weight of the call. Other constants, read in place from the program file, cost the peak about half as much: one call
     over a 130M fp32 Llama's delegates (~440 MB of weights read in place) peaked at 897 MB, calls of 256 MB at 640
     MB and of 128 MB at 612 MB, where the 500M 8da4w Llama's copied weights in calls of 128 MB peaked at 556 MB
     and in one call at 812 MB (2-core Zen 3)."""
