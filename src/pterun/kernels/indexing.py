@@ -22,7 +22,10 @@ from pterun.kernels.registry import register
 _FEW = 16
 
 
-def _check_range(index, n, what, allow_negative=False):
+def check_range(index, n, what, allow_negative=False):
+    """Raise IndexError naming the first index of ``index`` outside ``[0, n)`` (``[-n, n)`` with
+    ``allow_negative``); ``what`` names the operator. Merged graphs that gather check the caller's ids with it too
+    (:mod:`pterun.delegates.xnnpack.checked`)."""
     low = -n if allow_negative else 0
     if index.size <= _FEW:
         for i in index.ravel().tolist():
@@ -43,7 +46,7 @@ def _check_index_dtype(index, what):
 def embedding_out(weight, indices, padding_idx, scale_grad_by_freq, sparse, out):
     """embedding.out(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False, *, Tensor(a!) out) -> Tensor(a!)"""
     _check_index_dtype(indices, "embedding")
-    _check_range(indices, weight.shape[0], "embedding")  # ExecuTorch rejects negative indices
+    check_range(indices, weight.shape[0], "embedding")  # ExecuTorch rejects negative indices
     return weight.take(indices, axis=0)
 
 
@@ -54,7 +57,7 @@ def index_select_out(self, dim, index, out):
         return self.reshape(index.shape) if index.size == 1 else self
     d = wrap_dim(dim, self.ndim)
     _check_index_dtype(index, "index_select")
-    _check_range(index, self.shape[d], "index_select")
+    check_range(index, self.shape[d], "index_select")
     return np.take(self, index.reshape(-1), axis=d)
 
 
@@ -62,7 +65,7 @@ def index_select_out(self, dim, index, out):
 def gather_out(self, dim, index, sparse_grad, out):
     """gather.out(Tensor self, int dim, Tensor index, *, bool sparse_grad=False, Tensor(a!) out) -> Tensor(a!)"""
     d = wrap_dim(dim, self.ndim)
-    _check_range(index, self.shape[d] if self.ndim else 1, "gather")
+    check_range(index, self.shape[d] if self.ndim else 1, "gather")
     if index.shape != self.shape:
         # gather reads only the index's extent of the other dims
         src = self[tuple(slice(0, s) if i != d else slice(None) for i, s in enumerate(index.shape))]
@@ -133,7 +136,7 @@ def masked_select_out(self, mask, out):
 def _scatter_coords(self, dim, index, what):
     """Index tuples addressing ``self`` at ``index``'s coordinates with dim ``dim`` replaced by its values."""
     d = wrap_dim(dim, self.ndim)
-    _check_range(index, self.shape[d] if self.ndim else 1, what)
+    check_range(index, self.shape[d] if self.ndim else 1, what)
     coords = list(np.indices(index.shape, sparse=True))
     src_coords = tuple(coords)
     coords[d] = index

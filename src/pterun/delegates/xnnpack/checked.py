@@ -3,9 +3,9 @@
 A merged graph may hold an embedding (``aten::embedding.out`` as a :data:`.graph.KERNEL` node) whose indices come
 into the call from outside it, the caller's token ids among them. The portable kernel checks every index and
 names a bad one; LiteRT's GATHER, which the LiteRT engine lowers it to, fails the whole invoke with its own log
-text instead. :class:`Checked` keeps the kernel's contract: before each call it checks those indices as the kernel
-would (the same IndexError and message), then runs the plan it wraps. A call whose indices are all in range
-pays ~1 us for a few token ids.
+text instead. :class:`Checked` keeps the kernel's contract: before each call it checks those indices with the
+kernel's own check (:func:`pterun.kernels.indexing.check_range`: the same IndexError and message), then runs the
+plan it wraps. A call whose indices are all in range pays ~1 us for a few token ids.
 
 Example::
 
@@ -15,14 +15,11 @@ Example::
 
 from __future__ import annotations
 
-import numpy as np
-
 from pterun.delegates.xnnpack import graph as G
+from pterun.kernels.indexing import check_range
 
-__all__ = ["Checked", "check_indices", "index_checks"]
+__all__ = ["Checked", "index_checks"]
 
-#: index arrays this small are checked as a Python list (as the portable kernel does: faster than two reductions)
-_FEW = 16
 EMBEDDING = "aten::embedding.out"
 
 
@@ -36,18 +33,6 @@ def index_checks(graph: G.Graph) -> tuple:
         if index.flags & G.VALUE_EXTERNAL_INPUT:
             out.append((index.external_id, int(table.dims[0])))
     return tuple(out)
-
-
-def check_indices(index: np.ndarray, rows: int) -> None:
-    """Raise IndexError, as the portable embedding kernel does, where an index is not in ``[0, rows)``."""
-    if index.size <= _FEW:
-        for i in index.ravel().tolist():
-            if not 0 <= i < rows:
-                raise IndexError(f"embedding index {i} is out of range for size {rows}")
-        return
-    if index.min() < 0 or index.max() >= rows:
-        bad = index[(index < 0) | (index >= rows)].flat[0]
-        raise IndexError(f"embedding index {bad} is out of range for size {rows}")
 
 
 class Checked:
@@ -64,12 +49,12 @@ class Checked:
 
     def execute(self, args: list) -> None:
         for ext, rows in self.checks:
-            check_indices(args[ext].array, rows)
+            check_range(args[ext].array, rows, "embedding")
         return self.wrapped.execute(args)
 
     def call_direct(self, arrays: list) -> list | None:
         for k, rows in self._direct:
-            check_indices(arrays[k], rows)
+            check_range(arrays[k], rows, "embedding")
         return self.wrapped.call_direct(arrays)
 
     def __getattr__(self, name: str):
