@@ -76,3 +76,43 @@ def test_an_operator_is_asked_about_once_per_backend_and_arguments():
            held("Y", "a", (1, 2)), held("X", "a", (2, 1))]
     assert got == [("a", (1, 2)), ("a", (1, 2)), None, None, ("a", (1, 2)), ("a", (2, 1))]
     assert asked == [("X", "a", (1, 2)), ("X", "b", (1,)), ("Y", "a", (1, 2)), ("X", "a", (2, 1))]
+
+
+def test_written_in_answers_from_each_slots_writes_in_the_range_and_chain():
+    # chain 0 writes slot 0 at pc 0 and pc 2 (each test delegate writes its second argument), slot 2 at pc 1
+    acc = _accesses([[DelegateCall(0, (3, 0)), DelegateCall(1, (3, 2)), DelegateCall(2, (3, 0))],
+                     [DelegateCall(3, (0, 1))]])
+    assert 0 in acc.written_in(0, 0, 1) and 2 not in acc.written_in(0, 0, 1)
+    assert 0 in acc.written_in(0, 1, 3) and 2 in acc.written_in(0, 1, 3)
+    assert 0 not in acc.written_in(0, 1, 3, skip=frozenset({2}))  # its write at pc 2 is skipped
+    assert 1 not in acc.written_in(0, 0, 3) and 1 in acc.written_in(1, 0, 1)  # chain 1's write is its own
+    assert 3 not in acc.written_in(0, 0, 3)  # read, never written
+
+
+def _group_by_slot(acc, slot: int) -> list:
+    """What ``Accesses._group_events`` must find for ``slot``, worked out slot by slot: the reads (0) and certain
+    writes (1) of ``slot`` and of every slot over its bytes, sorted."""
+    ev = []
+    for k in (slot,) + acc.shared.overlapping(slot):
+        lo, hi = acc.shared.span(k)
+        member = (k, lo, hi, acc._whole(k), acc.roots.get(k, k))
+        ev += [(pc, 0) + member for _, pc in acc.read_at.get(k, ())]
+        ev += [(pc, 1) + member for _, pc in acc.write_at.get(k, ())]
+    return sorted(ev)
+
+
+def test_a_slots_group_is_every_event_over_its_bytes_in_an_exported_llm():
+    from pathlib import Path
+
+    from pterun import Runtime
+
+    path = Path(__file__).parent / "fixtures" / "llm" / "kv_8da4w.pte"
+    runner = Runtime(engine="numpy").load_program(path).load_method("forward")._runner
+    plan, values = runner.plan, runner.memory.values
+    acc = Accesses(plan, values, runner.analysis.tags)
+    slots = [k for k in range(len(values)) if acc.shared.span(k) is not None]
+    shared = [k for k in slots if acc.shared.overlapping(k)]
+    assert len(shared) > 50  # the memory plan lays many values over the same bytes
+    for k in slots:
+        ev, pcs, _, _ = acc._group_events(k)
+        assert ev == _group_by_slot(acc, k) and pcs == [e[0] for e in ev]

@@ -27,7 +27,8 @@ from pterun.format.schema import (DELEGATE_CALL, JUMP_FALSE_CALL, KERNEL_CALL, M
                                   TENSOR_LIST)
 from pterun.interp.tensor import Tensor
 
-__all__ = ["Accesses", "After", "SharedBytes", "kernels_for", "storage_span", "view_roots", "written_slots"]
+__all__ = ["Accesses", "After", "SharedBytes", "WrittenIn", "kernels_for", "storage_span", "view_roots",
+           "written_slots"]
 
 def kernels_for(chain) -> dict:
     """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
@@ -146,10 +147,10 @@ class Accesses:
         # bytes as read instead)
         self.named_writes: list[list[frozenset]] = []
         self._groups: dict[int, tuple] = {}  # slot -> what bytes_read scans (_group_events)
-        self._own: dict[int, list] = {}  # slot -> its own reads and certain writes (_slot_events)
+        self._all: tuple | None = None  # every slot's reads and certain writes (_events)
+        self._io: tuple | None = None  # the outputs and tensor inputs with bytes (_ends)
         self._escape: dict[tuple, bool] = {}  # (slot, chain, others only) -> _escapes
         self._foreign: dict[int, tuple] = {}  # chain -> the slots with bytes that escape its order (_escaping)
-        self._written: dict[tuple, frozenset] = {}  # (chain, start, stop, skip) -> written_in
         # slots of state other methods share (memory ids >= 2), and, per slot, the chains that name it
         self._state = frozenset(k for k, (_, d) in enumerate(plan.values)
                                 if getattr(d, "memory_id", None) is not None and d.memory_id >= 2)
@@ -177,16 +178,11 @@ class Accesses:
         got = [pc for c, pc in self.write_at.get(slot, ()) if c == ci and start <= pc < stop and pc not in skip]
         return max(got, default=None)
 
-    def written_in(self, ci: int, start: int, stop: int, skip=frozenset()) -> frozenset:
-        """The slots that instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write
-        (worked out once per range: merging asks for the same ranges of a run slot after slot)."""
-        key = (ci, start, stop, skip)
-        got = self._written.get(key)
-        if got is None:
-            of = self.writes_of[ci]
-            got = self._written[key] = frozenset(
-                k for pc in range(max(start, 0), min(stop, len(of))) if pc not in skip for k in of[pc])
-        return got
+    def written_in(self, ci: int, start: int, stop: int, skip=frozenset()) -> WrittenIn:
+        """The slots that instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write, as a
+        container that answers ``slot in it`` from that slot's writes (merging asks once for each slot a run writes,
+        each time from another start: a set of every slot written would be rebuilt for each)."""
+        return WrittenIn(self.write_at, ci, start, stop, skip)
 
     def _whole(self, slot: int) -> bool:
         """Whether a write of ``slot`` overwrites all its bytes (a static tensor's writer writes every element)."""
@@ -252,16 +248,16 @@ class Accesses:
             return False
         if self._escapes(slot, ci, others_only):
             return True
-        live, written = [span], set(written)
+        live, since = [span], set()  # ``since``: slots written in the order ``after`` runs
         for _, what, k, lo, hi, whole, root in self._in_order(slot, after, others_only):
             if what == 0:
                 # a view reads what its root holds: a write of the root since then is what it reads too
-                if k not in written and root not in written:
+                if k not in since and root not in since and k not in written and root not in written:
                     for a, b in live:
                         if a < hi and lo < b:
                             return True
             else:
-                written.add(k)
+                since.add(k)
                 if whole:
                     live = _subtract(live, (lo, hi))
                     if not live:
@@ -330,18 +326,32 @@ class Accesses:
             self._chains_of = {k: frozenset(c) for k, c in chains.items()}
         return self._chains_of
 
-    def _slot_events(self, k: int) -> list:
-        """The reads (0) and certain writes (1) of slot ``k`` (one with bytes), as (pc, what, slot, start, end, whole,
-        root), sorted (the chains together: a slot whose bytes another chain uses never gets this far,
-        :meth:`_escapes`); worked out once per slot (a slot is in the group of every slot it overlaps)."""
-        got = self._own.get(k)
-        if got is None:
-            g = self._member(k)
-            got = [(pc, 0) + g for _, pc in self.read_at.get(k, ())]
-            got += [(pc, 1) + g for _, pc in self.write_at.get(k, ())]
-            got.sort()
-            self._own[k] = got
-        return got
+    def _events(self) -> tuple:
+        """Every read (0) and certain write (1) of every slot with bytes, as (pc, what, slot, start, end, whole,
+        root), sorted (the chains together: a slot whose bytes another chain uses never gets as far as reading
+        them, :meth:`_escapes`), with their pcs, starts and ends as arrays; worked out once (a slot's group,
+        :meth:`_group_events`, is the events whose bytes meet its own)."""
+        if self._all is None:
+            span, ev = self.shared.span, []
+            for k in self.read_at.keys() | self.write_at.keys():
+                if span(k) is not None:
+                    g = self._member(k)
+                    ev += [(pc, 0) + g for _, pc in self.read_at.get(k, ())]
+                    ev += [(pc, 1) + g for _, pc in self.write_at.get(k, ())]
+            ev.sort()
+            every = np.empty(len(ev), object)
+            every[:] = ev
+            self._all = (every, np.array([e[0] for e in ev], np.int64), np.array([e[3] for e in ev], np.int64),
+                         np.array([e[4] for e in ev], np.int64))
+        return self._all
+
+    def _ends(self) -> tuple:
+        """(the method outputs, the tensor inputs) with bytes, as ascending (slot, start, end); worked out once."""
+        if self._io is None:
+            span = self.shared.span
+            self._io = tuple([(k,) + span(k) for k in sorted(slots) if span(k) is not None]
+                             for slots in (self.outputs, {k for k in self.inputs if self.tags[k] == TENSOR}))
+        return self._io
 
     def _member(self, k: int) -> tuple:
         """(slot, start, end, whole, root) of a slot with bytes (see :meth:`_in_order`)."""
@@ -351,20 +361,39 @@ class Accesses:
     def _group_events(self, slot: int) -> tuple:
         """(events, their pcs, the caller's reads of the outputs, the next call's writes of its inputs) of the slots
         over ``slot``'s bytes, ``slot`` first: every read (0) and certain write (1) of those slots, sorted
-        (:meth:`_slot_events`), and one read (0) of each that is a method output, one write (1) of each that is a
+        (:meth:`_events`), and one read (0) of each that is a method output, one write (1) of each that is a
         tensor input, as (None, what, slot, start, end, whole, root) (see :meth:`_in_order`); worked out once per
         slot."""
         got = self._groups.get(slot)
         if got is None:
-            group = (slot,) + self.shared.overlapping(slot)
-            ev = []
-            for k in group:
-                ev += self._slot_events(k)
-            ev.sort()
-            outs = tuple((None, 0) + self._member(k) for k in group if k in self.outputs)
-            ins = tuple((None, 1) + self._member(k) for k in group if k in self.inputs and self.tags[k] == TENSOR)
-            got = self._groups[slot] = (ev, [e[0] for e in ev], outs, ins)
+            every, pcs, lo, hi = self._events()
+            start, end = self.shared.span(slot)
+            at = np.flatnonzero((lo < end) & (hi > start))  # the events of the slots over these bytes, in order
+            outs, ins = self._ends()
+            outs = tuple((None, 0) + self._member(k) for k in _meeting(outs, slot, start, end))
+            ins = tuple((None, 1) + self._member(k) for k in _meeting(ins, slot, start, end))
+            got = self._groups[slot] = (every[at].tolist(), pcs[at].tolist(), outs, ins)
         return got
+
+
+def _meeting(spans: list, slot: int, start: int, end: int) -> list:
+    """The slots of ``spans`` ((slot, start, end), ascending) whose bytes meet [start, end), ``slot`` first."""
+    got = [k for k, lo, hi in spans if lo < end and hi > start]
+    return [slot] + [k for k in got if k != slot] if slot in got else got
+
+
+class WrittenIn:
+    """``slot in it``: whether instructions ``start..stop-1`` of chain ``ci`` (``skip`` left out) certainly write
+    ``slot``, from ``write_at`` (:attr:`Accesses.write_at`)."""
+
+    __slots__ = ("write_at", "ci", "start", "stop", "skip")
+
+    def __init__(self, write_at: dict, ci: int, start: int, stop: int, skip=frozenset()):
+        self.write_at, self.ci, self.start, self.stop, self.skip = write_at, ci, start, stop, skip
+
+    def __contains__(self, slot) -> bool:
+        ci, start, stop, skip = self.ci, self.start, self.stop, self.skip
+        return any(c == ci and start <= pc < stop and pc not in skip for c, pc in self.write_at.get(slot, ()))
 
 
 class After:
