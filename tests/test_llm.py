@@ -100,6 +100,24 @@ def test_callbacks_get_every_piece_and_one_stats(variant):
     assert [k for k in keys if not k.endswith("_per_sec")] == [k for k in want if not k.endswith("_per_sec")]
 
 
+def test_generate_without_a_token_callback_decodes_no_text_and_counts_the_same(variant, monkeypatch):
+    name, runner, rec = variant
+    runner.reset()
+    runner.generate(PROMPTS[1], greedy(), lambda piece: None)
+    with_text = (runner.stats.num_prompt_tokens, runner.stats.num_generated_tokens)
+
+    def no_decoding(ids):
+        raise AssertionError("decoded text nobody reads")
+    monkeypatch.setattr(runner.tokenizer, "decode", no_decoding)
+    runner.reset()
+    stats = []
+    runner.generate(PROMPTS[1], greedy(), None, stats.append)
+    assert stats == [runner.stats]
+    assert (runner.stats.num_prompt_tokens, runner.stats.num_generated_tokens) == with_text
+    assert with_text[1] == len(rec["p1_generated"]) - 1
+    assert runner.pos == len(rec["p1_prompt"]) + with_text[1]  # the same positions in the cache
+
+
 def test_executorch_runner_text_matches(variant):
     """ExecuTorch's own TextLLMRunner produced the same text (it also prints the EOS token's text)."""
     name, runner, _ = variant
@@ -249,6 +267,8 @@ def test_sampler_rules():
     logits = np.array([1.0, 4.0, 3.9, -2.0, 0.5], np.float32)
     assert Sampler(0.0).sample(logits) == 1
     assert Sampler(0.0).sample(np.array([2.0, 2.0])) == 0  # ties: the lowest id
+    greedy_id = Sampler(0.0).sample([0.1, 3.0, 3.0, -1.0])  # a plain list too
+    assert greedy_id == 1 and type(greedy_id) is int
     assert {Sampler(1.0, top_k=1, seed=s).sample(logits) for s in range(20)} == {1}
     assert {Sampler(1.0, top_p=0.01, seed=s).sample(logits) for s in range(20)} == {1}
     assert {Sampler(5.0, top_k=2, seed=s).sample(logits) for s in range(200)} == {1, 2}

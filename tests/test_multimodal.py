@@ -87,6 +87,21 @@ def test_text_and_stats_match_executorchs_runner(runner, rec, case):
         [k for k in want if not k.endswith("_per_sec")]
 
 
+def test_generate_without_a_token_callback_decodes_no_text_and_counts_the_same(runner, rec, monkeypatch):
+    case = CASES[0]
+    runner.reset()
+    runner.generate(inputs_of(case, rec), greedy(), lambda piece: None)
+    with_text = (runner.stats.num_prompt_tokens, runner.stats.num_generated_tokens, runner.pos)
+
+    def no_decoding(ids):
+        raise AssertionError("decoded text nobody reads")
+    monkeypatch.setattr(runner.tokenizer, "decode", no_decoding)
+    runner.reset()
+    runner.generate(inputs_of(case, rec), greedy())
+    assert (runner.stats.num_prompt_tokens, runner.stats.num_generated_tokens, runner.pos) == with_text
+    assert with_text[1] == case["runner_stats"]["generated_tokens"]
+
+
 def test_first_logits_match_executorch(rec):
     """The prefill's logits of the first case, by hand through the methods (8da4w: int8 activations per token)."""
     got, want = _first_logits(Runtime.get().load_program(PTE), rec)

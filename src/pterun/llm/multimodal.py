@@ -143,9 +143,14 @@ class MultimodalRunner(ProgramRunner, DecodeLoop):
                  stats_callback: Callable[[Stats], None] | None = None) -> None:
         """Generate from ``inputs`` (a list of :class:`MultimodalInput`, or a plain prompt string);
         ``token_callback`` gets each piece of text (the last text input first when ``config.echo``),
-        ``stats_callback`` gets :attr:`stats` once at the end."""
-        for piece in self._pieces(inputs, config or GenerationConfig(), None):
-            if token_callback is not None:
+        ``stats_callback`` gets :attr:`stats` once at the end. Without a ``token_callback`` the tokens are not
+        decoded into text at all (nobody reads it)."""
+        config = config or GenerationConfig()
+        if token_callback is None:
+            for _ in self._timed(self._tokens(_as_inputs(inputs), config, None, [])):
+                pass
+        else:
+            for piece in self._pieces(inputs, config, None):
                 token_callback(piece)
         if stats_callback is not None:
             stats_callback(self.stats)

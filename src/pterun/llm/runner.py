@@ -150,9 +150,15 @@ class TextLLMRunner(DecodeLoop):
                  token_callback: Callable[[str], None] | None = None,
                  stats_callback: Callable[[Stats], None] | None = None) -> None:
         """Generate from ``prompt``; ``token_callback`` gets each piece of text as it is decoded (the prompt
-        first when ``config.echo``), ``stats_callback`` gets :attr:`stats` once at the end."""
-        for piece in self._pieces(prompt, config or GenerationConfig(), None):
-            if token_callback is not None:
+        first when ``config.echo``), ``stats_callback`` gets :attr:`stats` once at the end. Without a
+        ``token_callback`` the tokens are not decoded into text at all (nobody reads it)."""
+        config = config or GenerationConfig()
+        if token_callback is None:
+            ids, max_new, sampler = self._start(prompt, config, None)
+            for _ in self._timed_tokens(ids, max_new, sampler):
+                pass
+        else:
+            for piece in self._pieces(prompt, config, None):
                 token_callback(piece)
         if stats_callback is not None:
             stats_callback(self.stats)

@@ -39,7 +39,8 @@ class Sampler:
     def sample(self, logits: np.ndarray) -> int:
         """One token id from a 1-D row of logits."""
         if self.temperature == 0.0:
-            return int(np.argmax(logits))
+            # the array's own method where it is one: np.argmax's dispatch runs cold after every forward call
+            return int(logits.argmax() if isinstance(logits, np.ndarray) else np.argmax(logits))
         # float32, as ExecuTorch's sampler computes; the masses are summed in float64
         x = np.asarray(logits, np.float32) / np.float32(self.temperature)
         ids = None
