@@ -8,7 +8,8 @@ import pytest
 from fixtures_util import FIXTURES, load_calls
 from pterun import (DelegateError, InvalidProgramError, KernelError, OperatorMissingError, PterunError, Runtime)
 from pterun.delegates import BACKENDS
-from pterun.kernels.registry import KERNELS, Kernel
+from pterun.kernels import KERNELS
+from pterun.kernels.registry import Kernel
 
 MLP_BYTES = (FIXTURES / "mlp.pte").read_bytes()
 

@@ -23,7 +23,8 @@ import pytest
 
 from pterun import Runtime
 from pterun.errors import InvalidArgumentError
-from pterun.kernels.registry import KERNELS, Kernel
+from pterun.kernels import KERNELS
+from pterun.kernels.registry import Kernel
 from pterun.llm import GenerationConfig, TextLLMRunner, load_tokenizer
 from pterun.llm.cli import cmd_generate
 from pterun.llm.tokenizer import Tokenizer

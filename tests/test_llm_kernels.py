@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pterun.kernels import llm as K
-from pterun.kernels.registry import KERNELS
+from pterun.kernels import KERNELS
 
 LLM = Path(__file__).parent / "fixtures" / "llm"
 

@@ -76,7 +76,7 @@ def test_substitute_runs_the_operator_as_the_record(recorded, capsys):
 
 
 def test_substitute_leaves_the_kernel_registry_as_it_was(recorded, capsys):
-    from pterun.kernels.registry import KERNELS
+    from pterun.kernels import KERNELS
 
     path, _, x = recorded
     before = KERNELS["aten::cumsum.out"]

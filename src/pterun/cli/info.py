@@ -27,7 +27,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_ops(args) -> int:
-    from pterun.kernels.registry import KERNELS
+    from pterun.kernels import KERNELS
     if args.file:
         from pterun.summary import describe
         if kind_or_none(args.file) == kinds.DATA:

@@ -30,13 +30,15 @@ from pterun.interp.tensor import Tensor
 __all__ = ["Accesses", "After", "SharedBytes", "WrittenIn", "kernels_for", "storage_span", "view_roots",
            "written_slots"]
 
-def kernels_for(chain) -> dict:
-    """The kernel registry; importing it loads every kernel family, so it happens at the first load of a
-    method that calls a kernel (a program that is all delegate calls never needs it)."""
-    if not any(ins.kind == KERNEL_CALL for ins in chain):
+def kernels_for(plan, chain=None) -> dict:
+    """The kernel registry with the families of ``plan``'s operators imported (:mod:`pterun.kernels.families`), or
+    {} when ``chain`` (default: all of the plan's) calls no kernel: a program that is all delegate calls imports
+    no kernel family, and one that calls a few operators imports only theirs."""
+    chains = plan.chains if chain is None else (chain,)
+    if not any(ins.kind == KERNEL_CALL for c in chains for ins in c):
         return {}
-    from pterun.kernels import KERNELS
-    return KERNELS
+    from pterun.kernels.registry import load
+    return load(plan.operators)
 
 
 def written_slots(kernel, args: tuple) -> tuple:
@@ -155,7 +157,7 @@ class Accesses:
         self._state = frozenset(k for k, (_, d) in enumerate(plan.values)
                                 if getattr(d, "memory_id", None) is not None and d.memory_id >= 2)
         self._chains_of: dict[int, frozenset] | None = None
-        kernels = kernels_for(ins for c in plan.chains for ins in c)
+        kernels = kernels_for(plan)
         for ci, chain in enumerate(plan.chains):
             self.writes_of.append([])
             self.named_writes.append([])

@@ -48,7 +48,7 @@ def check_supported(plan: ExecutionPlan, where: str) -> None:
     operator it has no kernel for, :class:`~pterun.errors.NotSupportedError` for memory placed on a device other
     than the CPU, unbounded dynamic shapes, scalar types NumPy cannot hold and operators pterun refuses on
     purpose."""
-    KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+    KERNELS = kernels_for(plan)
     for arena, device in plan.buffer_devices:
         raise NotSupportedError(f"{where}: memory arena {arena} is placed on {DEVICE_NAMES[device]} (the file's "
                                 "non_const_buffer_device, ExecuTorch 1.4); pterun runs on the CPU only")
@@ -77,7 +77,7 @@ def check_supported(plan: ExecutionPlan, where: str) -> None:
 def find_volatile(plan: ExecutionPlan, tags) -> frozenset[int]:
     """Slots whose content or tensor view can change during a run: dynamic tensors, the targets of moves, freed
     values, what raw kernels touch, and the scalars functional operators return."""
-    KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+    KERNELS = kernels_for(plan)
     vol = set()
     for i, (tag, p) in enumerate(plan.values):
         if tag == TENSOR and p.dynamism != STATIC:

@@ -17,7 +17,7 @@ from pterun import dtypes
 from pterun.format.schema import (BOOL, BOOL_LIST, DOUBLE, DOUBLE_LIST, INT, INT_LIST, NULL, OPT_TENSOR_LIST, STRING,
                                   TAG_NAMES, TENSOR, TENSOR_LIST)
 
-if TYPE_CHECKING:  # importing the registry would load every kernel family at ``import pterun``
+if TYPE_CHECKING:  # the registry is imported when a method first calls a kernel, not by ``import pterun``
     from pterun.kernels.registry import Arg
 
 _array = attrgetter("array")

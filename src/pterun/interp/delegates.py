@@ -118,7 +118,7 @@ def _merge(src: Source, memory, analysis: Analysis, settings: Settings, acc: Acc
     """(chain, first instruction) -> :class:`Merged`, for the runs their backends accept (``fan_out``: the
     repeated scalar reads, :func:`pterun.interp.repeats.find_repeats`)."""
     plan, values, tags = src.plan, memory.values, analysis.tags
-    KERNELS = kernels_for(ins for c in plan.chains for ins in c)
+    KERNELS = kernels_for(plan)
     exact = _quantizes(src)  # then every merged graph of the method holds only bit-for-bit operators
     given = frozenset(plan.inputs)
 

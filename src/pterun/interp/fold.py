@@ -18,6 +18,7 @@ import numpy as np
 from pterun._log import logger
 from pterun.format.schema import (DELEGATE_CALL, EXTERNAL, JUMP_FALSE_CALL, KERNEL_CALL, MOVE_CALL, OPT_TENSOR_LIST,
                                   STATIC, TENSOR, TENSOR_LIST, ExecutionPlan, TensorDesc)
+from pterun.interp.access import kernels_for
 
 
 class Folder:
@@ -59,7 +60,7 @@ class Folder:
         :meth:`_arena_unshared`.
         """
         plan, fp = self.plan, self
-        from pterun.kernels import KERNELS
+        KERNELS = kernels_for(plan)
         reads, writes = fp.reads, fp.writes
         exposed: set[int] = set()
         written_by = {}
@@ -218,9 +219,8 @@ class Folder:
         Kernels on the program's own constants alone (a weight's transpose) are not named: merged graphs compute
         those once, as they are built. A prediction: constants flow forward through the instructions whose outputs
         may be detached; what it names but folding then leaves (its budget spent) runs as a step."""
-        from pterun.kernels import KERNELS
-
         plan, volatile = self.plan, self.volatile
+        KERNELS = kernels_for(plan)
         program = set(self.constants)
         constants, fixed = set(program), set()
         for ci, chain in enumerate(plan.chains):

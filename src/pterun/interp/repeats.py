@@ -109,7 +109,7 @@ def _element(src: int, dim, index, values: list) -> tuple:
 def _reads_and_writes(plan, chain, values) -> tuple[dict, dict]:
     """slot -> instructions reading it, slot -> instructions that may write it (out arguments and return slots of
     kernels, every argument of a delegate call, a move's target), list members included."""
-    kernels = kernels_for(chain)
+    kernels = kernels_for(plan, chain)
     reads: dict[int, list] = {}
     writes: dict[int, list] = {}
 

@@ -133,7 +133,7 @@ class StepBuilder:
         # steps are built in program order, so an instruction computed at load (folded) is done before any later
         # step binds its output
         parts = _Parts()
-        kernels = kernels_for(chain)
+        kernels = kernels_for(self.plan, chain)
         # repeated reads of one input element into a scalar (pterun.interp.repeats): left out, and the first
         # read's result copied to their scalar slots
         repeats = self.repeats if ci == 0 else (frozenset(), {})

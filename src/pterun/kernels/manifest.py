@@ -15,7 +15,7 @@ registered only to fail at load with a reason. Example::
 
 from __future__ import annotations
 
-from pterun.kernels.registry import KERNELS
+from pterun.kernels import KERNELS
 
 __all__ = ["PORTABLE_OPS", "PRIM_OPS", "QUANTIZED_OPS", "OPTIMIZED_OPS", "NOT_SUPPORTED", "SECTIONS",
            "coverage_report"]
@@ -104,7 +104,7 @@ PRIM_OPS = (
 
 #: operator -> why pterun refuses it: the operators registered with ``register(name, not_supported=reason)``,
 #: so that loading a program that uses them fails with NotSupportedError naming the operator and the reason.
-#: (Importing this module imports the whole kernel package first, so the registry is complete here.)
+#: (``pterun.kernels.KERNELS``, imported above, imports every kernel family, so the registry is complete here.)
 NOT_SUPPORTED: dict[str, str] = {name: k.not_supported for name, k in KERNELS.items() if k.not_supported}
 
 SECTIONS = {"portable": PORTABLE_OPS, "prim": PRIM_OPS, "quantized": QUANTIZED_OPS, "optimized": OPTIMIZED_OPS}

@@ -7,6 +7,9 @@ A kernel returns the new contents of what it writes — one array, or a tuple/li
 the interpreter copies them into the planned output tensors (resizing dynamic ones). A kernel with no
 written arguments returns a scalar, which the interpreter stores in the instruction's return slot.
 
+The table fills as kernel families are imported: :func:`load` imports those of the operators a method calls,
+:func:`load_all` every one (:mod:`pterun.kernels.families` says which family registers which operator).
+
 Example::
 
     >>> import numpy as np
@@ -22,12 +25,15 @@ Example::
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from typing import Callable
 
 from pterun._record import Record  # immutable slotted records (dataclasses cost ~5 ms to import)
+from pterun.kernels.families import FAMILIES, FAMILY_OF
 
-__all__ = ["Arg", "Schema", "Kernel", "KERNELS", "register", "parse_schema"]
+__all__ = ["Arg", "Schema", "Kernel", "KERNELS", "load", "load_all", "register", "parse_schema"]
 
 
 class Arg(Record):
@@ -177,7 +183,7 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
              not_supported: str | None = None, random: bool = False,
              unwritten: tuple[int, ...] = (), shape_only: tuple[int, ...] = ()) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the kernel for operator ``name``, with its whole contract; registering a name twice
-    is an error.
+    is an error (one of pterun's own: its family is imported first, so the error comes here).
 
     ``raw=True`` kernels receive ``(values, arg_indices)`` — the method's live value slots — and do their own
     argument handling; only the few operators that alias or resize tensors (``et_view``) need that, and they
@@ -191,6 +197,8 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
     """
 
     def deco(fn: Callable) -> Callable:
+        if name in FAMILY_OF and f"pterun.kernels.{FAMILY_OF[name]}" not in sys.modules:
+            _import(FAMILY_OF[name])  # its family first, so that registering one of its names twice fails here
         if name in KERNELS:
             raise RuntimeError(f"operator {name!r} is registered twice ({KERNELS[name].fn.__module__} and "
                                f"{fn.__module__})")
@@ -205,3 +213,28 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
         return fn
 
     return deco
+
+
+def load(names) -> dict:
+    """:data:`KERNELS`, with the family of each of ``names`` imported (:mod:`pterun.kernels.families`; a name the
+    table does not know is left as it is: the caller's own, or one without a kernel)."""
+    for name in names:
+        family = FAMILY_OF.get(name)
+        if family is not None and family not in _loaded:
+            _import(family)
+    return KERNELS
+
+
+def load_all() -> dict:
+    """:data:`KERNELS` with every kernel family imported."""
+    for family in FAMILIES:
+        _import(family)
+    return KERNELS
+
+
+_loaded: set[str] = set()  # families imported through :func:`load` and :func:`load_all`
+
+
+def _import(family: str) -> None:
+    importlib.import_module(f"pterun.kernels.{family}")
+    _loaded.add(family)
