@@ -4,9 +4,10 @@
 Each process imports its runtime (and, for pterun, the LiteRT engine's modules), then times ``load_program`` +
 ``load_method`` with ``perf record`` sampling only that span (perf starts disabled and the process switches it on
 and off through perf's control FIFO). The runtimes alternate over ``--pairs``; the report gives each one's median
-wall time and the milliseconds of samples in each group of symbols: pterun's XNNPACK packing (LiteRT's
-``xnn_pack_*`` routines and the libc copies they call), ExecuTorch's XNNPACK backend library (stripped: its
-packing cannot be told from the rest), the kernel (page faults, zeroing), Python, and the rest. Needs Linux's
+wall time and the milliseconds of samples in each group of symbols: packing (LiteRT's ``xnn_pack_*`` routines,
+and libc's ``memmove``, which in these loads LiteRT's convolution packer calls for nearly all of it: check with
+``perf report -g``), ExecuTorch's XNNPACK backend library (stripped: its packing cannot be told from the rest),
+the kernel (page faults, zeroing), Python, and the rest. Needs Linux's
 ``perf`` with permission to sample user code (``perf_event_paranoid`` <= 2) and the reference venv::
 
     .venv/bin/python bench/load_perf.py bench/models/resnet18_xnnpack.pte --ref .ref/bin/python --pairs 6
@@ -63,19 +64,24 @@ GROUPS = (("packing", lambda dso, sym: "litert" in dso and sym.startswith("xnn_p
           ("other", lambda dso, sym: True))
 
 
-def _groups(data: str) -> dict[str, float]:
-    """ms of samples per group in one ``perf.data``."""
-    out = subprocess.run(["perf", "report", "-i", data, "--stdio", "--sort", "dso,sym", "-F", "sample,dso,sym",
-                          "--percent-limit", "0"], capture_output=True, text=True, check=True).stdout
+def groups(report: str) -> dict[str, float]:
+    """ms of samples per group, from ``perf report --stdio --sort dso,sym -F sample,dso,sym``'s text."""
     got: dict[str, float] = {}
-    for line in out.splitlines():
+    for line in report.splitlines():
         parts = line.split()
-        if not parts or line.startswith("#") or not parts[0].isdigit() or len(parts) < 4:
+        if line.startswith("#") or len(parts) < 4 or not parts[0].isdigit():
             continue
         n, dso, sym = int(parts[0]), parts[1], " ".join(parts[3:])
         group = next(g for g, match in GROUPS if match(dso, sym))
         got[group] = got.get(group, 0.0) + n * 1e3 / HZ
     return got
+
+
+def _groups(data: str) -> dict[str, float]:
+    """ms of samples per group in one ``perf.data``."""
+    return groups(subprocess.run(["perf", "report", "-i", data, "--stdio", "--sort", "dso,sym", "-F",
+                                  "sample,dso,sym", "--percent-limit", "0"], capture_output=True, text=True,
+                                 check=True).stdout)
 
 
 def one(runtime: str, python: str, model: str, tmp: str) -> tuple[float, dict]:

@@ -456,3 +456,24 @@ def test_token_overhead_parts_a_decode_token_and_times_each_step():
     assert lines[8] == "the interpreter's steps, us a call:"
     steps = [line.split()[1] for line in lines[9:]]
     assert "aten::embedding.out" in steps and not any(s.startswith("delegate") for s in steps)
+
+
+def test_load_perf_groups_samples_by_what_they_are():
+    import load_perf  # bench/load_perf.py: reads perf's text report, runs nothing here
+
+    report = "\n".join([
+        "# Samples: 9  of event 'cpu-clock:ppp'",
+        "           499  libpywrap_litert_common.so  [.] xnn_pack_f32_conv_goki_w",
+        "           100  libc.so.6                   [.] __memmove_avx_unaligned_erms",
+        "            50  libpywrap_litert_common.so  [.] tflite::Subgraph::Invoke()",
+        "           200  libexecutorch_backend_xnnpack.so  [.] 0x000000000006e384",
+        "            40  [kernel.kallsyms]           [k] clear_page_erms",
+        "            10  libpython3.11.so.1.0        [.] _PyEval_EvalFrameDefault",
+        "             5  libc.so.6                   [.] malloc",
+        "",
+    ])
+    ms = 1e3 / load_perf.HZ
+    got = load_perf.groups(report)
+    assert got.keys() == {"packing", "litert, other", "xnnpack (ExecuTorch)", "kernel", "python", "other"}
+    assert got["packing"] == pytest.approx(599 * ms) and got["litert, other"] == pytest.approx(50 * ms)
+    assert got["xnnpack (ExecuTorch)"] == pytest.approx(200 * ms) and got["other"] == pytest.approx(5 * ms)
