@@ -135,3 +135,25 @@ def test_rank0_tensors_map_to_one_element_values(engine):
     out = out_tensor((), F32)
     load(blob, named, engine).execute([tensor(np.array([2.5], F32)), out])
     assert out.array == -2.5
+
+
+#: the fields of pterun's own node kinds (.graph.EXTRA_NODE_TYPES' comment), beyond the payload format's
+OWN_NODE_FIELDS = {"input_id", "output_id", "axes", "keepdim", "op", "args", "call", "hkv", "hq", "d", "s", "scale",
+                   "causal", "values", "dim", "element"}
+
+
+def test_a_node_reads_its_fields_as_attributes_and_stays_immutable():
+    n = P.Node(0, 1, "FullyConnected", {"input1_id": 3, "filter_id": 4}, -1.0, 1.0, 7)
+    assert (n.input1_id, n.filter_id, n.name, n.index) == (3, 4, "FullyConnected", 0)
+    moved = n._replace(index=5, fields={"input1_id": 9})
+    assert type(moved) is P.Node and (moved.index, moved.input1_id, moved.debug_handle) == (5, 9, 7)
+    with pytest.raises(AttributeError, match="has no attribute 'filter_id'"):
+        moved.filter_id
+    with pytest.raises(AttributeError, match="Node is immutable"):
+        n.input1_id = 1
+    assert n.fields == {"input1_id": 3, "filter_id": 4}
+
+
+def test_no_node_field_hides_or_is_hidden_by_a_name_of_the_node_class():
+    names = {f[0] if isinstance(f, tuple) else f for _, fields in P.NODE_TYPES.values() for f in fields}
+    assert len(names) > 40 and not {n for n in names | OWN_NODE_FIELDS if hasattr(P.Node, n)}

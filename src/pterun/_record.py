@@ -65,7 +65,8 @@ class Record:
 
 class _FieldsMeta(type):
     """Reads a :class:`Fields` subclass's annotated names, in order, as its fields (a class attribute of the same
-    name is the field's default) and gives each an accessor; the class keeps no ``__dict__`` per instance."""
+    name is the field's default) and gives each an accessor; the class keeps no ``__dict__`` per instance, unless
+    it sets ``_instance_dict = True`` (then its instances have one, which the class fills itself)."""
 
     def __new__(mcls, name, bases, ns):
         names = tuple(ns.get("__annotations__", ()))
@@ -83,7 +84,8 @@ class _FieldsMeta(type):
                 ns[field] = _tuplegetter(k, f"Alias for field number {k}")
             ns["_fields"], ns["_field_defaults"], ns["__match_args__"] = names, defaults, names
             ns["_index"] = {field: k for k, field in enumerate(names)}
-        ns.setdefault("__slots__", ())
+        if not ns.get("_instance_dict"):
+            ns.setdefault("__slots__", ())
         return super().__new__(mcls, name, bases, ns)
 
     @property

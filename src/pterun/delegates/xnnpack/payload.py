@@ -161,8 +161,11 @@ class Value(Fields):
 
 
 class Node(Fields):
-    """One graph node; its type-specific fields read as attributes (``node.input_id``)."""
+    """One graph node; its type-specific fields read as attributes (``node.input_id``): ``fields`` is the node's
+    instance dict (a ``__getattr__`` fallback cost ~1.5 µs a read, ~2,300 reads a MobileNetV2 load, ~6,900 a 130M
+    Llama's). No node field shares a record field's or a method's name; a node is immutable as every record is."""
 
+    _instance_dict = True
     index: int
     kind: int
     name: str
@@ -172,13 +175,15 @@ class Node(Fields):
     debug_handle: int
 
     def __new__(cls, index, kind, name, fields, output_min, output_max, debug_handle):  # one per node
-        return tuple.__new__(cls, (index, kind, name, fields, output_min, output_max, debug_handle))
+        node = tuple.__new__(cls, (index, kind, name, fields, output_min, output_max, debug_handle))
+        object.__setattr__(node, "__dict__", fields)
+        return node
 
-    def __getattr__(self, item):  # node.input_id etc.; only called for names that are not record fields
-        try:
-            return self.fields[item]
-        except KeyError:
-            raise AttributeError(item) from None
+    def __setattr__(self, name, value):
+        raise AttributeError(f"Node is immutable (its field {name!r} cannot be set)")
+
+    def _replace(self, **changes) -> Node:
+        return Node(*Fields._replace(self, **changes))
 
     def describe(self) -> str:
         return f"node {self.index} (XNN{self.name})"
