@@ -4,8 +4,8 @@
 Each process imports its runtime (and, for pterun, the LiteRT engine's modules), then times ``load_program`` +
 ``load_method`` with ``perf record`` sampling only that span (perf starts disabled and the process switches it on
 and off through perf's control FIFO). The runtimes alternate over ``--pairs``; the report gives each one's median
-wall time and the milliseconds of samples in each group of symbols: packing (LiteRT's ``xnn_pack_*`` routines,
-and libc's ``memmove``, which in these loads LiteRT's convolution packer calls for nearly all of it: check with
+wall time and the milliseconds of samples in each group of symbols: packing (LiteRT's ``xnn_pack_*`` routines and
+``*_packw_*`` microkernels, and libc's ``memmove``, which in these loads LiteRT's convolution packer calls for nearly all of it: check with
 ``perf report -g``), ExecuTorch's XNNPACK backend library (stripped: its packing cannot be told from the rest),
 the kernel (page faults, zeroing), Python, and the rest. Needs Linux's
 ``perf`` with permission to sample user code (``perf_event_paranoid`` <= 2) and the reference venv::
@@ -55,7 +55,7 @@ print(wall * 1e3)
 """
 
 #: (group, where a sample falls in it): the first that matches a sample's (shared object, symbol) names it
-GROUPS = (("packing", lambda dso, sym: "litert" in dso and sym.startswith("xnn_pack")),
+GROUPS = (("packing", lambda dso, sym: "litert" in dso and (sym.startswith("xnn_pack") or "_packw_" in sym)),
           ("packing", lambda dso, sym: dso.startswith("libc") and "mem" in sym and "move" in sym),
           ("xnnpack (ExecuTorch)", lambda dso, sym: "executorch_backend_xnnpack" in dso),
           ("litert, other", lambda dso, sym: "litert" in dso),

@@ -465,6 +465,7 @@ def test_load_perf_groups_samples_by_what_they_are():
         "# Samples: 9  of event 'cpu-clock:ppp'",
         "           499  libpywrap_litert_common.so  [.] xnn_pack_f32_conv_goki_w",
         "           100  libc.so.6                   [.] __memmove_avx_unaligned_erms",
+        "            30  libpywrap_litert_common.so  [.] xnn_x32_packw_gemm_goi_ukernel_x16__avx_u4",
         "            50  libpywrap_litert_common.so  [.] tflite::Subgraph::Invoke()",
         "           200  libexecutorch_backend_xnnpack.so  [.] 0x000000000006e384",
         "            40  [kernel.kallsyms]           [k] clear_page_erms",
@@ -475,5 +476,5 @@ def test_load_perf_groups_samples_by_what_they_are():
     ms = 1e3 / load_perf.HZ
     got = load_perf.groups(report)
     assert got.keys() == {"packing", "litert, other", "xnnpack (ExecuTorch)", "kernel", "python", "other"}
-    assert got["packing"] == pytest.approx(599 * ms) and got["litert, other"] == pytest.approx(50 * ms)
+    assert got["packing"] == pytest.approx(629 * ms) and got["litert, other"] == pytest.approx(50 * ms)
     assert got["xnnpack (ExecuTorch)"] == pytest.approx(200 * ms) and got["other"] == pytest.approx(5 * ms)
