@@ -55,8 +55,10 @@ def test_each_family_alone_registers_exactly_its_names_in_the_table():
 
 
 def test_the_table_names_each_registered_operator_once():
-    assert sum(len(names) for names in FAMILIES.values()) == len(FAMILY_OF) == len(KERNELS)
-    assert set(FAMILY_OF) == set(KERNELS)
+    # pterun's own kernels (a test may have registered one of its own in this process)
+    own = {name for name, k in KERNELS.items() if k.fn.__module__.startswith("pterun.kernels.")}
+    assert sum(len(names) for names in FAMILIES.values()) == len(FAMILY_OF) == len(own) > 250
+    assert set(FAMILY_OF) == own
     assert FAMILY_OF["aten::add.out"] == "elementwise" and FAMILY_OF["aten::convolution.out"] == "conv_pool"
 
 
