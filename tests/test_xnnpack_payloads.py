@@ -152,6 +152,7 @@ def test_a_node_reads_its_fields_as_attributes_and_stays_immutable():
     with pytest.raises(AttributeError, match="Node is immutable"):
         n.input1_id = 1
     assert n.fields == {"input1_id": 3, "filter_id": 4}
+    assert P.Node._make(tuple(n)).filter_id == 4 and P.Node._make(tuple(n)) == n
 
 
 def test_no_node_field_hides_or_is_hidden_by_a_name_of_the_node_class():

@@ -66,7 +66,8 @@ class Record:
 class _FieldsMeta(type):
     """Reads a :class:`Fields` subclass's annotated names, in order, as its fields (a class attribute of the same
     name is the field's default) and gives each an accessor; the class keeps no ``__dict__`` per instance, unless
-    it sets ``_instance_dict = True`` (then its instances have one, which the class fills itself)."""
+    it sets ``_instance_dict = True`` (then its instances have one, which its ``__new__`` fills: ``_make`` and
+    ``_replace`` go through it)."""
 
     def __new__(mcls, name, bases, ns):
         names = tuple(ns.get("__annotations__", ()))
@@ -112,6 +113,7 @@ class Fields(tuple, metaclass=_FieldsMeta):
     _fields = ()  # set by the metaclass (not annotated here: an annotation makes a field)
     _field_defaults = {}
     _index = {}  # field name -> position
+    _instance_dict = False  # see _FieldsMeta
 
     def __new__(cls, *args, **kwargs):
         if kwargs or len(args) != len(cls._fields):
@@ -142,7 +144,7 @@ class Fields(tuple, metaclass=_FieldsMeta):
         values = tuple(iterable)
         if len(values) != len(cls._fields):
             raise TypeError(f"{cls.__name__} takes {len(cls._fields)} fields, got {len(values)}")
-        return tuple.__new__(cls, values)
+        return cls(*values) if cls._instance_dict else tuple.__new__(cls, values)
 
     def _replace(self, **changes) -> Fields:
         values, index = list(self), self._index
@@ -151,7 +153,7 @@ class Fields(tuple, metaclass=_FieldsMeta):
             if k is None:
                 raise TypeError(f"{type(self).__name__} has no field {field!r}")
             values[k] = value
-        return tuple.__new__(type(self), values)
+        return type(self)(*values) if self._instance_dict else tuple.__new__(type(self), values)
 
     def _asdict(self) -> dict:
         return dict(zip(self._fields, self))

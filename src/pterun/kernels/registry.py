@@ -197,7 +197,7 @@ def register(name: str, *, raw: bool = False, specialize: Callable | None = None
     """
 
     def deco(fn: Callable) -> Callable:
-        if name in FAMILY_OF and f"pterun.kernels.{FAMILY_OF[name]}" not in sys.modules:
+        if name in FAMILY_OF:
             _import(FAMILY_OF[name])  # its family first, so that registering one of its names twice fails here
         if name in KERNELS:
             raise RuntimeError(f"operator {name!r} is registered twice ({KERNELS[name].fn.__module__} and "
@@ -220,7 +220,7 @@ def load(names) -> dict:
     table does not know is left as it is: the caller's own, or one without a kernel)."""
     for name in names:
         family = FAMILY_OF.get(name)
-        if family is not None and family not in _loaded:
+        if family is not None:
             _import(family)
     return KERNELS
 
@@ -232,9 +232,8 @@ def load_all() -> dict:
     return KERNELS
 
 
-_loaded: set[str] = set()  # families imported through :func:`load` and :func:`load_all`
-
-
 def _import(family: str) -> None:
-    importlib.import_module(f"pterun.kernels.{family}")
-    _loaded.add(family)
+    """Import a family module unless it is imported (or being imported: its own ``register`` calls come here)."""
+    module = f"pterun.kernels.{family}"
+    if module not in sys.modules:
+        importlib.import_module(module)

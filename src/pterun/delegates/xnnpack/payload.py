@@ -182,9 +182,6 @@ class Node(Fields):
     def __setattr__(self, name, value):
         raise AttributeError(f"Node is immutable (its field {name!r} cannot be set)")
 
-    def _replace(self, **changes) -> Node:
-        return Node(*Fields._replace(self, **changes))
-
     def describe(self) -> str:
         return f"node {self.index} (XNN{self.name})"
 
